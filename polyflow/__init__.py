@@ -1,0 +1,20 @@
+"""polyflow: a polyhedral optimizing compiler for C loop nests and Tensor Comprehensions."""
+
+from polyflow.errors import CompileError
+from polyflow.options import Options
+
+__version__ = "0.1.0"
+
+__all__ = ["CompileError", "Options", "__version__", "build_program", "compile_c"]
+
+
+def __getattr__(name: str):  # lazy: importing polyflow must not load MLIR
+    if name == "compile_c":
+        from polyflow.backend.jit import compile_c
+
+        return compile_c
+    if name == "build_program":
+        from polyflow.backend.driver import build_program
+
+        return build_program
+    raise AttributeError(name)

@@ -1,0 +1,117 @@
+"""Rewrite a C file so that functions compiled by polyflow forward to their compiled versions."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from polyflow.frontend.c import CABI_PREFIX, CFunction, CGlobal
+from polyflow.frontend.c_types import Array, Scalar, Void
+
+
+@dataclass(frozen=True)
+class BodySpan:
+    open_brace: int
+    close_brace: int
+
+
+def _skip_literal_or_comment(text: str, i: int) -> int:
+    """If a comment or string/char literal starts at `i`, the offset just past it, else `i`."""
+    if text.startswith("//", i):
+        end = text.find("\n", i)
+        return len(text) if end < 0 else end
+    if text.startswith("/*", i):
+        end = text.find("*/", i + 2)
+        return len(text) if end < 0 else end + 2
+    if text[i] in "\"'":
+        quote, j = text[i], i + 1
+        while j < len(text) and text[j] != quote:
+            j += 2 if text[j] == "\\" else 1
+        return j + 1
+    return i
+
+
+def find_function_body(source: str, name: str, line: int) -> BodySpan | None:
+    """The braces of the definition of `name` whose declarator is on `line` (1-based), if found."""
+    lines = source.splitlines(keepends=True)
+    if not 0 < line <= len(lines):
+        return None
+    start = sum(len(x) for x in lines[: line - 1])
+    match = re.compile(rf"\b{re.escape(name)}\s*\(").search(
+        source, start, start + len(lines[line - 1])
+    )
+    if match is None:
+        return None
+    i, depth, open_brace = match.end() - 1, 0, -1
+    while i < len(source):
+        j = _skip_literal_or_comment(source, i)
+        if j != i:
+            i = j
+            continue
+        c = source[i]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == ";" and depth == 0:
+            return None  # a prototype, not the definition
+        elif c == "{" and depth == 0:
+            open_brace = i
+            break
+        i += 1
+    if open_brace < 0:
+        return None
+    i, depth = open_brace, 0
+    while i < len(source):
+        j = _skip_literal_or_comment(source, i)
+        if j != i:
+            i = j
+            continue
+        if source[i] == "{":
+            depth += 1
+        elif source[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return BodySpan(open_brace, i)
+        i += 1
+    return None
+
+
+def _c_type(t: Scalar | Array | Void) -> str:
+    if isinstance(t, Void):
+        return "void"
+    return "void *" if isinstance(t, Array) else t.c_spelling
+
+
+def prototype(fn: CFunction, globals_: dict[str, CGlobal]) -> str:
+    params = [_c_type(t) for _, t in fn.params] + ["void *" for _ in fn.globals]
+    return f"extern {_c_type(fn.ret)} {CABI_PREFIX}{fn.name}({', '.join(params) or 'void'});"
+
+
+def forwarding_body(fn: CFunction, globals_: dict[str, CGlobal]) -> str:
+    args = [f"(void *)({p})" if isinstance(t, Array) else p for p, t in fn.params]
+    for g in fn.globals:
+        args.append(f"(void *)({g})" if isinstance(globals_[g].type, Array) else f"(void *)&({g})")
+    call = f"{CABI_PREFIX}{fn.name}({', '.join(args)})"
+    return f"{{ {'' if isinstance(fn.ret, Void) else 'return '}{call}; }}"
+
+
+def splice(
+    source: str,
+    filename: str,
+    bodies: dict[str, tuple[CFunction, BodySpan]],
+    globals_: dict[str, CGlobal],
+) -> str:
+    """The source with each listed body replaced by a call to `__polyflow_<name>`, line numbers kept."""
+    pieces: list[str] = []
+    pos = 0
+    for fn, span in sorted(bodies.values(), key=lambda item: item[1].open_brace):
+        pieces.append(source[pos : span.open_brace])
+        original = source[span.open_brace : span.close_brace + 1]
+        # Keep the line count so that later diagnostics still point at the right lines.
+        pieces.append(forwarding_body(fn, globals_) + "\n" * original.count("\n"))
+        pos = span.close_brace + 1
+    pieces.append(source[pos:])
+    header = "\n".join(prototype(fn, globals_) for fn, _ in bodies.values())
+    escaped = filename.replace("\\", "\\\\").replace('"', '\\"')
+    return f'{header}\n#line 1 "{escaped}"\n' + "".join(pieces)

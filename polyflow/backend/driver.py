@@ -1,0 +1,158 @@
+"""`polyflow build`: compile what polyflow can through MLIR, the rest with `cc`, link one program."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from polyflow.backend.c_splice import BodySpan, find_function_body, splice
+from polyflow.backend.llvm_ir import compile_llvm_ir_to_object
+from polyflow.errors import CompileError
+from polyflow.frontend.c import CFunction, CModule, emit_c_module
+from polyflow.frontend.c_parse import parse_c, preprocessor_flags
+from polyflow.frontend.c_types import Unsupported
+from polyflow.options import EmitStage, Options
+from polyflow.pipeline import run_pipeline
+
+
+@dataclass
+class BuildReport:
+    """What a build did: which functions went through MLIR, which did not and why, and how long."""
+
+    output: Path
+    compiled: list[str] = field(default_factory=list)
+    fallbacks: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _warning(exc: Unsupported, name: str, filename: str) -> str:
+    where = exc.where or filename
+    return f"{where}: warning: function '{name}' is left to the C compiler: {exc.reason}"
+
+
+def _read_source(source: str | Path) -> tuple[str, str, Path | None]:
+    path = Path(source)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise CompileError(f"cannot read '{source}': {exc.strerror}", file=str(source)) from None
+    return text, str(source), path.resolve().parent
+
+
+def _locate_bodies(
+    cmod: CModule, text: str, report: BuildReport
+) -> dict[str, tuple[CFunction, BodySpan]]:
+    """Find each compiled function's body in the source; without it the C compiler keeps its own."""
+    bodies: dict[str, tuple[CFunction, BodySpan]] = {}
+    for name, fn in cmod.functions.items():
+        line = fn.node.decl.coord.line
+        late = [g for g in fn.globals if cmod.globals[g].node.coord.line >= line]
+        span = find_function_body(text, name, line)
+        if late:
+            reason = f"it uses '{late[0]}', which is declared after it"
+        elif span is None:
+            reason = "its body could not be located in the source (is it produced by a macro?)"
+        else:
+            bodies[name] = (fn, span)
+            continue
+        report.fallbacks[name] = reason
+        report.warnings.append(
+            f"{cmod.filename}:{line}: warning: function '{name}' is left to the C compiler: {reason}"
+        )
+    return bodies
+
+
+def _run_cc(cmd: list[str], what: str, filename: str) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CompileError(f"{what} failed:\n{proc.stderr.strip()}", file=filename)
+
+
+def build_program(
+    source: str | Path,
+    output: str | Path,
+    *,
+    options: Options | None = None,
+    emit: EmitStage = "exe",
+) -> BuildReport:
+    """Build `source` into `output` (an executable, or the stage named by `emit`)."""
+    options = options or Options()
+    output = Path(output)
+    report = BuildReport(output=output)
+    start = time.perf_counter()
+    text, filename, source_dir = _read_source(source)
+    parsed = parse_c(text, filename, options, source_dir)
+    cmod = emit_c_module(parsed, only=options.functions)
+    report.timings["frontend"] = time.perf_counter() - start
+    for name, exc in cmod.skipped.items():
+        report.fallbacks[name] = exc.reason
+        report.warnings.append(_warning(exc, name, filename))
+    if options.functions is not None:
+        for name in options.functions:
+            if name not in cmod.functions and name not in cmod.skipped:
+                report.warnings.append(
+                    f"{filename}: warning: --functions names '{name}', which is not defined in this file"
+                )
+    bodies = _locate_bodies(cmod, text, report) if emit == "exe" else {}
+    report.compiled = sorted(cmod.functions) if emit != "exe" else sorted(bodies)
+
+    with cmod.context:
+        if emit == "mlir":
+            output.write_text(str(cmod.module))
+            return report
+        result = run_pipeline(
+            cmod.module, options, stop_after="llvm" if emit != "llvm-dialect" else emit
+        )
+    report.timings.update(result.timings)
+    if emit == "llvm-dialect":
+        output.write_text(str(result.module))
+        return report
+    assert result.llvm_ir is not None
+    if emit == "llvm":
+        output.write_text(result.llvm_ir)
+        return report
+    if emit == "obj":
+        compile_llvm_ir_to_object(result.llvm_ir, output, options)
+        return report
+
+    start = time.perf_counter()
+    level = "-O0" if options.opt_level == 0 else "-O2"
+    march = [f"-march={options.march}"] if options.march else []
+    with tempfile.TemporaryDirectory(prefix="polyflow-build-") as tmp:
+        kernels = compile_llvm_ir_to_object(result.llvm_ir, Path(tmp) / "kernels.o", options)
+        spliced = Path(tmp) / Path(filename).name
+        spliced.write_text(splice(text, filename, bodies, cmod.globals))
+        rest = Path(tmp) / "rest.o"
+        include = [f"-iquote{source_dir}"] if source_dir else []
+        _run_cc(
+            [
+                options.cc,
+                level,
+                *march,
+                "-std=gnu11",
+                *include,
+                *preprocessor_flags(options, source_dir),
+                *options.cflags,
+                "-c",
+                "-o",
+                str(rest),
+                str(spliced),
+            ],
+            "compiling the rest of the program with the C compiler",
+            filename,
+        )
+        _run_cc(
+            [options.cc, "-o", str(output), str(rest), str(kernels), "-lm"], "linking", filename
+        )
+    report.timings["cc+link"] = time.perf_counter() - start
+    return report
+
+
+def print_warnings(report: BuildReport) -> None:
+    for w in report.warnings:
+        print(w, file=sys.stderr)

@@ -1,0 +1,58 @@
+"""LLVM-dialect MLIR → LLVM IR → optimized IR → relocatable object file."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+from mlir import ir
+from mlir.dialects import llvm
+
+from polyflow.backend.toolchain import llvm_bin
+from polyflow.options import Options
+
+
+def translate_to_llvm_ir(module: ir.Module) -> str:
+    """The textual LLVM IR of a module already lowered to the LLVM dialect."""
+    with module.context:
+        return str(llvm.translate_module_to_llvmir(module.operation))
+
+
+def _cpu_flags(options: Options) -> list[str]:
+    return [f"-mcpu={options.march}"] if options.march else []
+
+
+def optimize_llvm_ir(text: str, options: Options) -> str:
+    """Run LLVM's `opt` at the level the options ask for (O3 unless opt_level is 0)."""
+    level = "-O0" if options.opt_level == 0 else "-O3"
+    return _run([str(llvm_bin("opt")), level, *_cpu_flags(options), "-S", "-", "-o", "-"], text)
+
+
+def compile_llvm_ir_to_object(text: str, output: Path, options: Options) -> Path:
+    """`llc` to a position-independent object file, linkable into a PIE with `cc`."""
+    level = "-O0" if options.opt_level == 0 else "-O3"
+    with tempfile.TemporaryDirectory(prefix="polyflow-") as tmp:
+        src = Path(tmp) / "module.ll"
+        src.write_text(text)
+        _run(
+            [
+                str(llvm_bin("llc")),
+                level,
+                *_cpu_flags(options),
+                "-relocation-model=pic",
+                "-filetype=obj",
+                str(src),
+                "-o",
+                str(output),
+            ],
+            None,
+        )
+    return output
+
+
+def _run(cmd: list[str], stdin: str | None) -> str:
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{Path(cmd[0]).name} failed:\n{proc.stderr.strip()}")
+    return proc.stdout

@@ -1,0 +1,111 @@
+"""Syntactic facts about C statements that the emitter needs before it emits them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pycparser import c_ast
+
+_LOOPS = (c_ast.For, c_ast.While, c_ast.DoWhile)
+_SIDE_EFFECT_OPS = ("++", "--", "p++", "p--")
+
+
+def walk(node: c_ast.Node | None) -> Iterator[c_ast.Node]:
+    """Every node under `node`, itself included, in pre-order."""
+    if node is None:
+        return
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed([c for _, c in n.children()]))
+
+
+def assigned_names(node: c_ast.Node | None) -> set[str]:
+    """Names of variables written under `node` (plain, compound or ++/-- assignment)."""
+    names: set[str] = set()
+    for n in walk(node):
+        if isinstance(n, c_ast.Assignment) and isinstance(n.lvalue, c_ast.ID):
+            names.add(n.lvalue.name)
+        elif (
+            isinstance(n, c_ast.UnaryOp)
+            and n.op in _SIDE_EFFECT_OPS
+            and isinstance(n.expr, c_ast.ID)
+        ):
+            names.add(n.expr.name)
+        elif isinstance(n, c_ast.UnaryOp) and n.op == "&" and isinstance(n.expr, c_ast.ID):
+            names.add(n.expr.name)
+    return names
+
+
+def referenced_names(node: c_ast.Node | None) -> set[str]:
+    return {n.name for n in walk(node) if isinstance(n, c_ast.ID)}
+
+
+def called_names(node: c_ast.Node | None) -> set[str]:
+    return {
+        n.name.name
+        for n in walk(node)
+        if isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID)
+    }
+
+
+def contains_return(node: c_ast.Node | None) -> bool:
+    return any(isinstance(n, c_ast.Return) for n in walk(node))
+
+
+def _binds_to_this_loop(node: c_ast.Node | None, kind: type) -> bool:
+    """True if a `kind` (Break or Continue) under `node` belongs to the loop enclosing `node`."""
+    if node is None:
+        return False
+    if isinstance(node, kind):
+        return True
+    if isinstance(node, _LOOPS) or (kind is c_ast.Break and isinstance(node, c_ast.Switch)):
+        return False
+    return any(_binds_to_this_loop(c, kind) for _, c in node.children())
+
+
+def contains_break(body: c_ast.Node | None) -> bool:
+    return _binds_to_this_loop(body, c_ast.Break)
+
+
+def contains_continue(body: c_ast.Node | None) -> bool:
+    return _binds_to_this_loop(body, c_ast.Continue)
+
+
+def has_side_effects(node: c_ast.Node | None) -> bool:
+    """Assignments, ++/-- or calls of anything but pure math functions."""
+    from polyflow.frontend.c_builtins import is_math_function
+
+    for n in walk(node):
+        if isinstance(n, c_ast.Assignment):
+            return True
+        if isinstance(n, c_ast.UnaryOp) and n.op in _SIDE_EFFECT_OPS:
+            return True
+        if isinstance(n, c_ast.FuncCall):
+            if not (isinstance(n.name, c_ast.ID) and is_math_function(n.name.name)):
+                return True
+    return False
+
+
+def is_speculatable(node: c_ast.Node | None) -> bool:
+    """Safe to evaluate even when C would not: no side effects, no memory reads, no division."""
+    if has_side_effects(node):
+        return False
+    for n in walk(node):
+        if isinstance(n, c_ast.ArrayRef) or (isinstance(n, c_ast.UnaryOp) and n.op == "*"):
+            return False
+        if isinstance(n, c_ast.BinaryOp) and n.op in ("/", "%") and not _nonzero_constant(n.right):
+            return False
+        if isinstance(n, c_ast.FuncCall):
+            return False
+    return True
+
+
+def _nonzero_constant(node: c_ast.Node) -> bool:
+    if not isinstance(node, c_ast.Constant) or node.type != "int":
+        return False
+    try:
+        return int(node.value.rstrip("uUlL"), 0) != 0
+    except ValueError:
+        return node.value.strip("0uUlL") != ""

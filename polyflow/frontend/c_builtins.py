@@ -1,0 +1,79 @@
+"""The math.h functions polyflow turns into `math`/`arith` ops."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mlir import ir
+from mlir.dialects import arith, math
+
+from polyflow.frontend.c_types import DOUBLE, FLOAT, INT, LONG, Scalar
+
+_UNARY_FLOAT: dict[str, Callable[[ir.Value], ir.Value]] = {
+    "sqrt": math.sqrt,
+    "exp": math.exp,
+    "exp2": math.exp2,
+    "expm1": math.expm1,
+    "log": math.log,
+    "log2": math.log2,
+    "log10": math.log10,
+    "log1p": math.log1p,
+    "fabs": math.absf,
+    "floor": math.floor,
+    "ceil": math.ceil,
+    "round": math.round,
+    "trunc": math.trunc,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
+    "asin": math.asin,
+    "acos": math.acos,
+    "atan": math.atan,
+    "sinh": math.sinh,
+    "cosh": math.cosh,
+    "tanh": math.tanh,
+    "erf": math.erf,
+    "cbrt": math.cbrt,
+}
+
+_BINARY_FLOAT: dict[str, Callable[[ir.Value, ir.Value], ir.Value]] = {
+    "pow": math.powf,
+    "fmin": arith.minnumf,
+    "fmax": arith.maxnumf,
+    "fmod": arith.remf,
+    "atan2": math.atan2,
+    "copysign": math.copysign,
+}
+
+_INT_ABS = {"abs": INT, "labs": LONG, "llabs": LONG}
+
+
+def _split_suffix(name: str) -> tuple[str, Scalar] | None:
+    """`sqrtf` → (`sqrt`, float); `sqrt` → (`sqrt`, double)."""
+    if name in _UNARY_FLOAT or name in _BINARY_FLOAT:
+        return name, DOUBLE
+    if name.endswith("f") and (name[:-1] in _UNARY_FLOAT or name[:-1] in _BINARY_FLOAT):
+        return name[:-1], FLOAT
+    return None
+
+
+def is_math_function(name: str) -> bool:
+    return _split_suffix(name) is not None or name in _INT_ABS
+
+
+def math_signature(name: str) -> tuple[Scalar, int]:
+    """The argument/result type and the arity of a math function."""
+    if name in _INT_ABS:
+        return _INT_ABS[name], 1
+    base, t = _split_suffix(name)  # type: ignore[misc]
+    return t, (1 if base in _UNARY_FLOAT else 2)
+
+
+def emit_math_call(name: str, args: list[ir.Value]) -> ir.Value:
+    """Emit the op for `name(args)`; arguments are already converted to the signature's type."""
+    if name in _INT_ABS:
+        return math.absi(args[0])
+    base, _ = _split_suffix(name)  # type: ignore[misc]
+    if base in _UNARY_FLOAT:
+        return _UNARY_FLOAT[base](args[0])
+    return _BINARY_FLOAT[base](args[0], args[1])

@@ -1,0 +1,122 @@
+"""C source → pycparser AST: syntax check with the system compiler, preprocess, parse."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pycparser_fake_libc
+from pycparser import c_ast, c_parser
+
+from polyflow.errors import CompileError
+from polyflow.options import Options
+
+_GCC_DIAG = re.compile(
+    r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: (?P<msg>.*)$", re.M
+)
+_PYCPARSER_DIAG = re.compile(r"^(?P<file>.*?):(?P<line>\d+):(?P<col>\d+): (?P<msg>.*)$")
+
+
+@dataclass(frozen=True)
+class ParsedC:
+    """A parsed translation unit together with the text it came from."""
+
+    ast: c_ast.FileAST
+    filename: str
+    source: str
+
+
+def preprocessor_flags(options: Options, source_dir: Path | None) -> list[str]:
+    flags = [f"-I{d}" for d in options.include_dirs]
+    if source_dir is not None:
+        flags.append(f"-I{source_dir}")
+    flags += [f"-D{d}" for d in options.defines]
+    return flags
+
+
+def check_syntax(source: str, filename: str, options: Options, source_dir: Path | None) -> None:
+    """Run the system C compiler's front end so that C errors carry its precise positions."""
+    cmd = [
+        options.cc,
+        "-fsyntax-only",
+        "-std=gnu11",
+        "-x",
+        "c",
+        "-",
+        *preprocessor_flags(options, source_dir),
+    ]
+    proc = subprocess.run(
+        cmd, input=_with_filename(source, filename), capture_output=True, text=True
+    )
+    if proc.returncode == 0:
+        return
+    match = _GCC_DIAG.search(proc.stderr)
+    if match is None:
+        raise CompileError(
+            proc.stderr.strip() or "the C compiler rejected the input", file=filename
+        )
+    raise CompileError(
+        match["msg"],
+        file=match["file"],
+        line=int(match["line"]),
+        column=int(match["col"]),
+        source_line=_line_of(source, int(match["line"])) if match["file"] == filename else None,
+    )
+
+
+def parse_c(
+    source: str, filename: str, options: Options, source_dir: Path | None = None
+) -> ParsedC:
+    """Preprocess with pycparser's fake libc headers and parse; errors become CompileError."""
+    check_syntax(source, filename, options, source_dir)
+    cmd = [
+        options.cc,
+        "-E",
+        "-std=gnu11",
+        "-nostdinc",
+        f"-I{pycparser_fake_libc.directory}",
+        "-D__attribute__(x)=",
+        "-D__extension__=",
+        "-D__restrict=restrict",
+        "-D__inline=inline",
+        "-x",
+        "c",
+        "-",
+        *preprocessor_flags(options, source_dir),
+    ]
+    proc = subprocess.run(
+        cmd, input=_with_filename(source, filename), capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        match = _GCC_DIAG.search(proc.stderr)
+        if match:
+            raise CompileError(
+                match["msg"], file=match["file"], line=int(match["line"]), column=int(match["col"])
+            )
+        raise CompileError(proc.stderr.strip(), file=filename)
+    try:
+        ast = c_parser.CParser().parse(proc.stdout, filename)
+    except c_parser.ParseError as exc:
+        match = _PYCPARSER_DIAG.match(str(exc))
+        if match:
+            line = int(match["line"])
+            raise CompileError(
+                f"syntax error ({match['msg']})",
+                file=match["file"],
+                line=line,
+                column=int(match["col"]),
+            ) from None
+        raise CompileError(f"syntax error: {exc}", file=filename) from None
+    return ParsedC(ast=ast, filename=filename, source=source)
+
+
+def _with_filename(source: str, filename: str) -> str:
+    escaped = filename.replace("\\", "\\\\").replace('"', '\\"')
+    return f'# 1 "{escaped}"\n{source}'
+
+
+def _line_of(source: str, line: int) -> str | None:
+    lines = source.splitlines()
+    return lines[line - 1] if 0 < line <= len(lines) else None

@@ -1,0 +1,165 @@
+"""The C types polyflow compiles: scalars and (multi-dimensional) arrays, with C's conversion rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pycparser import c_ast
+
+
+class Unsupported(Exception):
+    """A construct polyflow does not compile; the function is left to the C compiler."""
+
+    def __init__(self, reason: str, node: c_ast.Node | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.node = node
+
+    @property
+    def where(self) -> str:
+        coord = getattr(self.node, "coord", None)
+        return f"{coord.file}:{coord.line}:{coord.column}" if coord else ""
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """An arithmetic C type: kind 'int' or 'float', its width in bits and signedness."""
+
+    kind: str
+    bits: int
+    signed: bool = True
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind == "int"
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def c_spelling(self) -> str:
+        if self.is_float:
+            return {32: "float", 64: "double"}[self.bits]
+        base = {8: "char", 16: "short", 32: "int", 64: "long"}[self.bits]
+        if self.bits == 8:
+            return "signed char" if self.signed else "unsigned char"
+        return base if self.signed else f"unsigned {base}"
+
+    @property
+    def numpy_dtype(self) -> str:
+        if self.is_float:
+            return {32: "float32", 64: "float64"}[self.bits]
+        return f"{'' if self.signed else 'u'}int{self.bits}"
+
+    def __str__(self) -> str:
+        return self.c_spelling
+
+
+@dataclass(frozen=True)
+class Void:
+    def __str__(self) -> str:
+        return "void"
+
+
+# A dimension of an array: a constant extent, a C expression over parameters (VLA), or None
+# when C does not say (the decayed leading dimension of `T *p` or `T a[]`).
+Dim = int | c_ast.Node | None
+
+
+@dataclass(frozen=True)
+class Array:
+    """A row-major array of scalars; pointers to scalars are arrays of unknown leading extent."""
+
+    elem: Scalar
+    dims: tuple[Dim, ...]
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    def __str__(self) -> str:
+        shown = "".join(f"[{d if isinstance(d, int) else '?'}]" for d in self.dims)
+        return f"{self.elem}{shown}"
+
+
+CType = Scalar | Array | Void
+
+BOOL = Scalar("int", 1, False)
+CHAR = Scalar("int", 8, True)
+INT = Scalar("int", 32, True)
+UINT = Scalar("int", 32, False)
+LONG = Scalar("int", 64, True)
+ULONG = Scalar("int", 64, False)
+FLOAT = Scalar("float", 32)
+DOUBLE = Scalar("float", 64)
+
+# Library typedefs whose fake-libc definitions are wrong for the real ABI (size_t is `int` there).
+KNOWN_TYPEDEFS: dict[str, Scalar] = {
+    "size_t": ULONG,
+    "ssize_t": LONG,
+    "ptrdiff_t": LONG,
+    "intptr_t": LONG,
+    "uintptr_t": ULONG,
+    "int8_t": CHAR,
+    "int16_t": Scalar("int", 16, True),
+    "int32_t": INT,
+    "int64_t": LONG,
+    "uint8_t": Scalar("int", 8, False),
+    "uint16_t": Scalar("int", 16, False),
+    "uint32_t": UINT,
+    "uint64_t": ULONG,
+    "bool": Scalar("int", 8, False),
+    "_Bool": Scalar("int", 8, False),
+}
+
+
+def scalar_from_names(names: list[str], node: c_ast.Node) -> Scalar | Void:
+    """The type named by a list of C type specifiers (`unsigned long int`, `double`...)."""
+    words = [n for n in names if n not in ("signed", "int") or len(names) == 1]
+    unsigned = "unsigned" in names
+    rest = [w for w in words if w != "unsigned"]
+    if not rest:
+        return Scalar("int", 32, not unsigned)
+    key = " ".join(rest)
+    if key == "void":
+        return Void()
+    if key in ("double", "long double"):
+        if key == "long double":
+            raise Unsupported("'long double' is not supported", node)
+        return DOUBLE
+    if key == "float":
+        return FLOAT
+    if key == "_Bool":
+        return Scalar("int", 8, False)
+    bits = {"char": 8, "short": 16, "int": 32, "long": 64, "long long": 64}.get(key)
+    if bits is None:
+        raise Unsupported(f"type '{' '.join(names)}' is not supported", node)
+    signed = not unsigned
+    return Scalar("int", bits, signed)
+
+
+def integer_promote(t: Scalar) -> Scalar:
+    """C's integer promotions: anything narrower than int becomes int."""
+    if t.is_int and t.bits < 32:
+        return INT
+    return t
+
+
+def usual_arithmetic_conversion(a: Scalar, b: Scalar) -> Scalar:
+    """The common type of a binary arithmetic operation (C11 6.3.1.8)."""
+    if a.is_float or b.is_float:
+        return (
+            DOUBLE
+            if DOUBLE in (a, b) or (a.is_float and a.bits == 64) or (b.is_float and b.bits == 64)
+            else FLOAT
+        )
+    a, b = integer_promote(a), integer_promote(b)
+    if a == b:
+        return a
+    if a.signed == b.signed:
+        return a if a.bits >= b.bits else b
+    unsigned, signed = (a, b) if not a.signed else (b, a)
+    if unsigned.bits >= signed.bits:
+        return unsigned
+    return signed  # the signed type is wider, so it holds every value of the unsigned one

@@ -1,0 +1,47 @@
+"""The one options model, shared by the CLI, the Python API, the cache key and the REST API."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EmitStage = Literal["mlir", "llvm-dialect", "llvm", "obj", "exe"]
+
+
+class Options(BaseModel):
+    """Validated, frozen and hashable compile options; create once and hand to every stage."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    opt_level: int = Field(
+        default=2,
+        ge=0,
+        le=3,
+        description="0: no LLVM optimization; 1-3: LLVM -O3 (3 adds polyhedral passes once they exist)",
+    )
+    march: str = Field(
+        default="",
+        description="target CPU for LLVM and the C compiler ('' = generic x86-64, 'native' = this machine)",
+    )
+    functions: tuple[str, ...] | None = Field(
+        default=None,
+        description="only these functions go through MLIR (None = every function that can)",
+    )
+    include_dirs: tuple[str, ...] = ()
+    defines: tuple[str, ...] = Field(
+        default=(), description="preprocessor definitions, NAME or NAME=VALUE"
+    )
+    cc: str = Field(
+        default="cc",
+        description="the system C compiler used for the rest of the program and linking",
+    )
+    cflags: tuple[str, ...] = Field(default=(), description="extra flags for the system C compiler")
+
+    def cache_key(self) -> str:
+        """A stable digest of every option, for content-addressed caches."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+
+
+DEFAULT_OPTIONS = Options()
