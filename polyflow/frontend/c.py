@@ -74,6 +74,7 @@ class CModule:
     functions: dict[str, CFunction]
     skipped: dict[str, Unsupported]
     globals: dict[str, CGlobal]
+    scope: FileScope
 
     @property
     def context(self) -> ir.Context:
@@ -1515,4 +1516,4 @@ def emit_c_module(parsed: ParsedC, *, only: tuple[str, ...] | None = None) -> CM
         compiled = {n: functions[n] for n in ops}
         if not module.operation.verify():
             raise RuntimeError("polyflow produced invalid MLIR (a bug in the C frontend)")
-    return CModule(module, parsed.filename, compiled, skipped, scope.globals)
+    return CModule(module, parsed.filename, compiled, skipped, scope.globals, scope)

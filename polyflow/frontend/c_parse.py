@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from dataclasses import dataclass
@@ -17,6 +18,9 @@ _GCC_DIAG = re.compile(
     r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: (?P<msg>.*)$", re.M
 )
 _PYCPARSER_DIAG = re.compile(r"^(?P<file>.*?):(?P<line>\d+):(?P<col>\d+): (?P<msg>.*)$")
+
+
+_C_LOCALE = {**os.environ, "LC_ALL": "C"}  # plain ASCII quotes in the compiler's messages
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,5 @@
+import sys
+
+from polyflow.cli import main
+
+sys.exit(main())

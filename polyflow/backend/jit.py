@@ -1,0 +1,237 @@
+"""`polyflow.compile_c`: JIT-compile a C function and call it on NumPy arrays and Python scalars."""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from mlir.execution_engine import ExecutionEngine
+from pycparser import c_ast
+
+from polyflow.errors import CompileError
+from polyflow.frontend.c import (
+    CABI_PREFIX,
+    CFunction,
+    CGlobal,
+    CModule,
+    FileScope,
+    emit_c_module,
+    flatten_initializer,
+)
+from polyflow.frontend.c_parse import parse_c
+from polyflow.frontend.c_types import Array, Scalar, Unsupported, Void
+from polyflow.options import Options
+from polyflow.pipeline import run_pipeline
+
+_CTYPES = {
+    ("float", 32, True): ctypes.c_float,
+    ("float", 64, True): ctypes.c_double,
+    ("int", 8, True): ctypes.c_int8,
+    ("int", 8, False): ctypes.c_uint8,
+    ("int", 16, True): ctypes.c_int16,
+    ("int", 16, False): ctypes.c_uint16,
+    ("int", 32, True): ctypes.c_int32,
+    ("int", 32, False): ctypes.c_uint32,
+    ("int", 64, True): ctypes.c_int64,
+    ("int", 64, False): ctypes.c_uint64,
+}
+
+
+def _ctype(t: Scalar) -> type:
+    return _CTYPES[(t.kind, t.bits, t.signed if t.is_int else True)]
+
+
+def _error_at(exc: Unsupported, filename: str, prefix: str) -> CompileError:
+    coord = getattr(exc.node, "coord", None)
+    if coord is None:
+        return CompileError(f"{prefix}: {exc.reason}", file=filename)
+    return CompileError(
+        f"{prefix}: {exc.reason}", file=coord.file, line=coord.line, column=coord.column or 1
+    )
+
+
+class CompiledFunction:
+    """A JIT-compiled C function; call it like the C function, with NumPy arrays for arrays.
+
+    File-scope variables the function uses live in `globals` (NumPy arrays, initialized as C would).
+    """
+
+    def __init__(
+        self, engine: ExecutionEngine, fn: CFunction, cmod: CModule, stages: dict[str, str]
+    ) -> None:
+        self._engine = engine  # keeps the compiled code alive
+        self.name = fn.name
+        self.signature = fn
+        self.stages = stages
+        self.globals: dict[str, np.ndarray] = {
+            g: _initial_global(cmod.globals[g], cmod) for g in fn.globals
+        }
+        address = engine.raw_lookup(CABI_PREFIX + fn.name)
+        if not address:
+            raise RuntimeError(f"compiled code for '{fn.name}' not found")
+        self._packed = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+
+    def mlir(self, stage: str = "mlir") -> str:
+        """The IR after a pipeline stage ('mlir', 'llvm-dialect', 'llvm')."""
+        if stage not in self.stages:
+            raise KeyError(f"stage '{stage}' not kept (have: {', '.join(self.stages)})")
+        return self.stages[stage]
+
+    def __call__(self, *args: Any) -> Any:
+        fn = self.signature
+        if len(args) != len(fn.params):
+            raise TypeError(f"{fn.name}() takes {len(fn.params)} argument(s), {len(args)} given")
+        scalars = {
+            pname: (float(arg) if ptype.is_float else int(arg))
+            for (pname, ptype), arg in zip(fn.params, args, strict=True)
+            if isinstance(ptype, Scalar) and _is_scalar(fn.name, pname, ptype, arg)
+        }
+        ordered: list[Any] = []
+        for (pname, ptype), arg in zip(fn.params, args, strict=True):
+            if isinstance(ptype, Scalar):
+                ordered.append(_ctype(ptype)(scalars[pname]))
+            else:
+                ordered.append(
+                    ctypes.c_void_p(_check_array(fn.name, pname, ptype, arg, scalars).ctypes.data)
+                )
+        ordered += [ctypes.c_void_p(self.globals[g].ctypes.data) for g in fn.globals]
+        result = None if isinstance(fn.ret, Void) else _ctype(fn.ret)()
+        pointers = [*ordered, *([result] if result is not None else [])]
+        packed = (ctypes.c_void_p * len(pointers))(*[ctypes.addressof(p) for p in pointers])
+        self._packed(packed)
+        return None if result is None else result.value
+
+
+def _is_scalar(fname: str, pname: str, ptype: Scalar, arg: Any) -> bool:
+    if isinstance(arg, np.ndarray) and arg.ndim > 0:
+        raise TypeError(f"argument '{pname}' of {fname}() is a scalar '{ptype}', got an array")
+    return True
+
+
+def _check_array(
+    fname: str, pname: str, ptype: Array, arg: Any, scalars: dict[str, int | float]
+) -> np.ndarray:
+    if not isinstance(arg, np.ndarray):
+        try:
+            arg = np.from_dlpack(arg)
+        except (TypeError, AttributeError, BufferError):
+            raise TypeError(
+                f"argument '{pname}' of {fname}() must be a NumPy array, got {type(arg).__name__}"
+            ) from None
+    want = np.dtype(ptype.elem.numpy_dtype)
+    if arg.dtype != want:
+        raise TypeError(f"argument '{pname}' of {fname}() must have dtype {want}, got {arg.dtype}")
+    if not arg.flags.c_contiguous:
+        raise TypeError(f"argument '{pname}' of {fname}() must be C-contiguous")
+    if not arg.flags.writeable:
+        raise TypeError(f"argument '{pname}' of {fname}() must be writeable")
+    if ptype.rank == 1 and ptype.dims[0] is None:
+        return arg  # a plain pointer: any contiguous array of the element type
+    if arg.ndim != ptype.rank:
+        raise TypeError(
+            f"argument '{pname}' of {fname}() must have {ptype.rank} dimension(s) ({ptype}), got shape {arg.shape}"
+        )
+    for k, (dim, extent) in enumerate(zip(ptype.dims, arg.shape, strict=True)):
+        expected = _eval_dim(dim, scalars)
+        if expected is None:
+            continue
+        if (k == 0 and extent < expected) or (k > 0 and extent != expected):
+            raise TypeError(
+                f"argument '{pname}' of {fname}() must have shape {ptype} (dimension {k} = {expected}), got {arg.shape}"
+            )
+    return arg
+
+
+def _eval_dim(dim: Any, scalars: dict[str, int | float]) -> int | None:
+    """A dimension's extent when it is a constant or simple arithmetic of scalar arguments."""
+    if dim is None or isinstance(dim, int):
+        return dim
+    if isinstance(dim, c_ast.ID):
+        v = scalars.get(dim.name)
+        return int(v) if v is not None else None
+    if isinstance(dim, c_ast.Constant) and dim.type == "int":
+        return int(dim.value.rstrip("uUlL"), 0)
+    if isinstance(dim, c_ast.BinaryOp) and dim.op in ("+", "-", "*"):
+        a, b = _eval_dim(dim.left, scalars), _eval_dim(dim.right, scalars)
+        if a is None or b is None:
+            return None
+        return {"+": a + b, "-": a - b, "*": a * b}[dim.op]
+    return None
+
+
+def _initial_global(g: CGlobal, cmod: CModule) -> np.ndarray:
+    t = g.type
+    elem = t.elem if isinstance(t, Array) else t
+    if isinstance(t, Array) and not all(isinstance(d, int) for d in t.dims):
+        raise CompileError(
+            f"global '{g.name}' has no size polyflow can allocate",
+            file=cmod.filename,
+            line=g.node.coord.line,
+        )
+    shape = tuple(t.dims) if isinstance(t, Array) else ()
+    array = np.zeros(shape, dtype=elem.numpy_dtype)
+    init = g.node.init
+    if init is None:
+        return array
+    scope: FileScope = cmod.scope
+    try:
+        if isinstance(init, c_ast.InitList):
+            flat = array.reshape(-1)
+            for pos, expr in flatten_initializer(init, list(shape)).items():
+                flat[pos] = _const_value(expr, scope, elem)
+        else:
+            array[()] = _const_value(init, scope, elem)
+    except Unsupported as exc:
+        raise _error_at(exc, cmod.filename, f"initializer of global '{g.name}'") from None
+    return array
+
+
+def _const_value(expr: c_ast.Node, scope: FileScope, elem: Scalar) -> int | float:
+    if elem.is_float:
+        sign = 1.0
+        while isinstance(expr, c_ast.UnaryOp) and expr.op in ("-", "+"):
+            sign = -sign if expr.op == "-" else sign
+            expr = expr.expr
+        if isinstance(expr, c_ast.Constant) and expr.type in ("float", "double"):
+            text = expr.value.rstrip("fFlL")
+            return sign * (float.fromhex(text) if text.lower().startswith("0x") else float(text))
+        return sign * scope.const_int(expr)
+    return scope.const_int(expr)
+
+
+def compile_c(
+    source_or_path: str | Path, entry: str = "kernel", *, options: Options | None = None
+) -> CompiledFunction:
+    """JIT-compile function `entry` of a C file or C source string; returns a callable."""
+    options = options or Options()
+    path = (
+        Path(source_or_path)
+        if isinstance(source_or_path, Path) or "\n" not in str(source_or_path)
+        else None
+    )
+    if path is not None and path.exists():
+        text, filename, source_dir = path.read_text(), str(source_or_path), path.resolve().parent
+    elif path is not None and str(source_or_path).endswith(".c"):
+        raise CompileError(f"cannot read '{source_or_path}'", file=str(source_or_path))
+    else:
+        text, filename, source_dir = str(source_or_path), "<input>", None
+    parsed = parse_c(text, filename, options, source_dir)
+    cmod = emit_c_module(parsed)
+    if entry in cmod.skipped:
+        raise _error_at(cmod.skipped[entry], filename, f"cannot compile '{entry}'")
+    if entry not in cmod.functions:
+        known = ", ".join(sorted(cmod.functions)) or "none"
+        raise CompileError(
+            f"no function named '{entry}' to compile (compilable functions: {known})", file=filename
+        )
+    with cmod.context:
+        result = run_pipeline(
+            cmod.module,
+            options,
+            stop_after="llvm-dialect",
+            keep=frozenset({"mlir", "llvm-dialect"}),
+        )
+        engine = ExecutionEngine(result.module, opt_level=0 if options.opt_level == 0 else 3)
+    return CompiledFunction(engine, cmod.functions[entry], cmod, result.stages)

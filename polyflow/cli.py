@@ -1,0 +1,115 @@
+"""The `polyflow` command: build C programs through MLIR."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from polyflow.errors import CompileError
+
+EMITS = ["mlir", "llvm-dialect", "llvm", "obj", "exe"]
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="polyflow", description="A polyhedral optimizing compiler for C loop nests."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser(
+        "build", help="compile a C file into an executable (or an intermediate stage)"
+    )
+    build.add_argument("source", help="the C file")
+    build.add_argument("-o", "--output", help="output path ('-' for stdout with text stages)")
+    build.add_argument(
+        "--emit", choices=EMITS, default="exe", help="stop after this stage and write it"
+    )
+    build.add_argument(
+        "--functions",
+        help="comma-separated functions to compile through MLIR (default: all that can be)",
+    )
+    build.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR")
+    build.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME[=VALUE]")
+    build.add_argument(
+        "-O", dest="opt_level", type=int, choices=[0, 1, 2, 3], default=2, help="optimization level"
+    )
+    build.add_argument(
+        "-march", "--march", dest="march", default="", help="target CPU ('native' for this machine)"
+    )
+    build.add_argument(
+        "--cc", default="cc", help="the system C compiler for the rest of the program"
+    )
+    build.add_argument("--time", action="store_true", help="print the time of each stage")
+    return parser
+
+
+def _normalize_argv(argv: list[str]) -> list[str]:
+    """Accept the C-compiler spellings `-O3`, `-Idir`, `-DX=1`, `-march=native`."""
+    out: list[str] = []
+    for arg in argv:
+        if len(arg) == 3 and arg.startswith("-O") and arg[2].isdigit():
+            out += ["-O", arg[2]]
+        elif arg.startswith("-march="):
+            out += ["--march", arg.split("=", 1)[1]]
+        elif arg.startswith(("-I", "-D")) and len(arg) > 2:
+            out += [arg[:2], arg[2:]]
+        else:
+            out.append(arg)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _build_parser().parse_args(_normalize_argv(sys.argv[1:] if argv is None else argv))
+    from polyflow.options import Options
+
+    try:
+        options = Options(
+            opt_level=args.opt_level,
+            march=args.march,
+            functions=tuple(f for f in args.functions.split(",") if f) if args.functions else None,
+            include_dirs=tuple(args.include_dirs),
+            defines=tuple(args.defines),
+            cc=args.cc,
+        )
+        return _build(args, options)
+    except CompileError as exc:
+        print(exc.format(), file=sys.stderr)
+        return 1
+
+
+def _build(args: argparse.Namespace, options: object) -> int:
+    import tempfile
+
+    from polyflow.backend.driver import build_program
+
+    source = Path(args.source)
+    default = {
+        "exe": source.with_suffix(""),
+        "obj": source.with_suffix(".o"),
+        "llvm": source.with_suffix(".ll"),
+    }
+    to_stdout = args.output == "-" or (
+        args.output is None and args.emit in ("mlir", "llvm-dialect")
+    )
+    if to_stdout and args.emit in ("exe", "obj"):
+        print("polyflow: error: binary output cannot go to stdout", file=sys.stderr)
+        return 1
+    with tempfile.TemporaryDirectory() as tmp:
+        output = (
+            Path(tmp) / "out.txt"
+            if to_stdout
+            else Path(args.output or default.get(args.emit, "a.out"))
+        )
+        report = build_program(source, output, options=options, emit=args.emit)  # type: ignore[arg-type]
+        for warning in report.warnings:
+            print(warning, file=sys.stderr)
+        if to_stdout:
+            sys.stdout.write(output.read_text())
+    if args.time:
+        for stage, seconds in report.timings.items():
+            print(f"{stage:>14}: {seconds * 1000:8.1f} ms", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
