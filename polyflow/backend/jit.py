@@ -151,7 +151,7 @@ def _eval_dim(dim: Any, scalars: dict[str, int | float]) -> int | None:
     if isinstance(dim, c_ast.ID):
         v = scalars.get(dim.name)
         return int(v) if v is not None else None
-    if isinstance(dim, c_ast.Constant) and dim.type == "int":
+    if isinstance(dim, c_ast.Constant) and dim.type.endswith("int"):
         return int(dim.value.rstrip("uUlL"), 0)
     if isinstance(dim, c_ast.BinaryOp) and dim.op in ("+", "-", "*"):
         a, b = _eval_dim(dim.left, scalars), _eval_dim(dim.right, scalars)

@@ -150,9 +150,11 @@ class FileScope:
 
     def const_int(self, node: c_ast.Node) -> int:
         """Fold an integer constant expression (array extents, enum values)."""
-        if isinstance(node, c_ast.Constant) and node.type in ("int", "char"):
+        if isinstance(node, c_ast.Constant) and (is_int_literal(node) or node.type == "char"):
             return (
-                int_literal(node.value, node)[0] if node.type == "int" else char_literal(node.value)
+                int_literal(node.value, node)[0]
+                if is_int_literal(node)
+                else char_literal(node.value)
             )
         if isinstance(node, c_ast.ID) and node.name in self.enums:
             return self.enums[node.name]
@@ -242,6 +244,11 @@ class FileScope:
                 raise Unsupported("void parameter", p)
             params.append((p.name, t))
         return CFunction(decl.name, params, ret, fdef)
+
+
+def is_int_literal(node: c_ast.Constant) -> bool:
+    """pycparser spells integer literal types out: 'int', 'unsigned long int', ..."""
+    return node.type.endswith("int")
 
 
 def int_literal(text: str, node: c_ast.Node | None = None) -> tuple[int, Scalar]:
@@ -459,7 +466,7 @@ class FunctionEmitter:
         return t
 
     def literal_type(self, node: c_ast.Constant) -> Scalar:
-        if node.type == "int":
+        if is_int_literal(node):
             return int_literal(node.value, node)[1]
         if node.type == "char":
             return INT
@@ -480,7 +487,7 @@ class FunctionEmitter:
     def _emit_expr(self, node: c_ast.Node) -> tuple[ir.Value, Scalar]:
         if isinstance(node, c_ast.Constant):
             t = self.literal_type(node)
-            if node.type == "int":
+            if is_int_literal(node):
                 return self.const(t, int_literal(node.value, node)[0]), t
             if node.type == "char":
                 return self.const(t, char_literal(node.value)), t
@@ -561,23 +568,36 @@ class FunctionEmitter:
         return base, subs
 
     def deref_base(self, node: c_ast.UnaryOp) -> tuple[c_ast.Node, c_ast.Node]:
-        """`*p` → (p, 0); `*(p + e)` → (p, e); `*(p - e)` → (p, -e)."""
-        e = node.expr
-        zero = c_ast.Constant("int", "0", coord=node.coord)
-        if isinstance(e, c_ast.ID):
-            return e, zero
-        if isinstance(e, c_ast.BinaryOp) and e.op in ("+", "-"):
-            lt = self.type_of(e.left)
-            if isinstance(lt, Array) and isinstance(e.left, c_ast.ID):
-                off = e.right if e.op == "+" else c_ast.UnaryOp("-", e.right, coord=e.coord)
-                return e.left, off
-            if (
-                e.op == "+"
-                and isinstance(e.right, c_ast.ID)
-                and isinstance(self.type_of(e.right), Array)
-            ):
-                return e.right, e.left
-        raise Unsupported("this pointer dereference is not supported (use p[i] or *(p + i))", node)
+        """`*p` → (p, 0); `*(p + a - b)` → (p, a - b): one pointer among the added terms."""
+        terms: list[tuple[bool, c_ast.Node]] = []
+
+        def flatten(e: c_ast.Node, negative: bool) -> None:
+            if isinstance(e, c_ast.BinaryOp) and e.op in ("+", "-"):
+                flatten(e.left, negative)
+                flatten(e.right, negative != (e.op == "-"))
+            else:
+                terms.append((negative, e))
+
+        flatten(node.expr, False)
+        pointers = [
+            (neg, t)
+            for neg, t in terms
+            if isinstance(t, c_ast.ID) and isinstance(self.type_of(t), Array)
+        ]
+        if len(pointers) != 1 or pointers[0][0]:
+            raise Unsupported(
+                "this pointer dereference is not supported (use p[i] or *(p + i))", node
+            )
+        base = pointers[0][1]
+        offset: c_ast.Node | None = None
+        for neg, t in terms:
+            if t is base:
+                continue
+            if offset is None:
+                offset = c_ast.UnaryOp("-", t, coord=t.coord) if neg else t
+            else:
+                offset = c_ast.BinaryOp("-" if neg else "+", offset, t, coord=t.coord)
+        return base, offset if offset is not None else c_ast.Constant("int", "0", coord=node.coord)
 
     def emit_lvalue(self, node: c_ast.Node) -> LValue:
         if isinstance(node, c_ast.ID):
@@ -612,7 +632,7 @@ class FunctionEmitter:
                 var = self.lookup(node.name, node)
                 if var is not None and var.index is not None:
                     return var.index
-            if isinstance(node, c_ast.Constant) and node.type == "int":
+            if isinstance(node, c_ast.Constant) and is_int_literal(node):
                 return self.cindex(int_literal(node.value, node)[0])
             if isinstance(node, c_ast.BinaryOp) and node.op in ("+", "-", "*"):
                 t = self.scalar_type_of(node)

@@ -103,7 +103,7 @@ def is_speculatable(node: c_ast.Node | None) -> bool:
 
 
 def _nonzero_constant(node: c_ast.Node) -> bool:
-    if not isinstance(node, c_ast.Constant) or node.type != "int":
+    if not isinstance(node, c_ast.Constant) or not node.type.endswith("int"):
         return False
     try:
         return int(node.value.rstrip("uUlL"), 0) != 0
