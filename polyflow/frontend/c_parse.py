@@ -52,7 +52,7 @@ def check_syntax(source: str, filename: str, options: Options, source_dir: Path 
         *preprocessor_flags(options, source_dir),
     ]
     proc = subprocess.run(
-        cmd, input=_with_filename(source, filename), capture_output=True, text=True
+        cmd, input=_with_filename(source, filename), capture_output=True, text=True, env=_C_LOCALE
     )
     if proc.returncode == 0:
         return
@@ -91,7 +91,7 @@ def parse_c(
         *preprocessor_flags(options, source_dir),
     ]
     proc = subprocess.run(
-        cmd, input=_with_filename(source, filename), capture_output=True, text=True
+        cmd, input=_with_filename(source, filename), capture_output=True, text=True, env=_C_LOCALE
     )
     if proc.returncode != 0:
         match = _GCC_DIAG.search(proc.stderr)

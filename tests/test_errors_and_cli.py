@@ -1,0 +1,151 @@
+"""User errors carry file, line and column; the CLI prints them compiler-style and exits 1."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import polyflow
+from polyflow.cli import main
+from polyflow.errors import CompileError
+
+BAD_SYNTAX = (
+    "void k(int n, double *a) {\n  for (int i = 0; i < n; i++)\n    a[i] = a[i] * 2 +;\n}\n"
+)
+
+
+def test_syntax_error_has_position(tmp_path: Path) -> None:
+    src = tmp_path / "bad.c"
+    src.write_text(BAD_SYNTAX)
+    with pytest.raises(CompileError) as info:
+        polyflow.build_program(src, tmp_path / "out")
+    err = info.value
+    assert (err.file, err.line, err.column) == (str(src), 3, 22)
+    assert "expected expression" in err.message
+    lines = err.format().splitlines()
+    assert lines[0].startswith(f"{src}:3:22: error: ")
+    assert lines[1] == "    a[i] = a[i] * 2 +;"
+    assert lines[2] == " " * 21 + "^"
+
+
+def test_undeclared_identifier_is_an_error_with_position() -> None:
+    with pytest.raises(CompileError) as info:
+        polyflow.compile_c("int f(int n) {\n  return n + m;\n}\n", "f")
+    assert (info.value.line, info.value.column) == (2, 14)
+    assert "'m' undeclared" in info.value.message
+
+
+def test_unsupported_entry_says_why_and_where() -> None:
+    src = "int f(int n) {\n  switch (n) { case 1: return 2; }\n  return 0;\n}\n"
+    with pytest.raises(CompileError) as info:
+        polyflow.compile_c(src, "f")
+    assert info.value.line == 2
+    assert "'switch' statements are not supported" in info.value.message
+
+
+def test_missing_entry_lists_the_compilable_functions() -> None:
+    with pytest.raises(CompileError, match=r"no function named 'kernel'.*\bg\b"):
+        polyflow.compile_c("int g(int x) { return x; }\n")
+
+
+def test_cli_prints_error_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "bad.c"
+    src.write_text(BAD_SYNTAX)
+    assert main(["build", str(src), "-o", str(tmp_path / "x")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{src}:3:22: error:")
+    assert "Traceback" not in err
+
+
+def test_cli_in_a_subprocess_has_no_traceback(tmp_path: Path) -> None:
+    src = tmp_path / "bad.c"
+    src.write_text(BAD_SYNTAX)
+    proc = subprocess.run(
+        [sys.executable, "-m", "polyflow", "build", str(src)], capture_output=True, text=True
+    )
+    assert proc.returncode == 1
+    assert "error:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cli_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["build", str(tmp_path / "nope.c")]) == 1
+    assert "cannot read" in capsys.readouterr().err
+
+
+PROGRAM = """#include <stdio.h>
+#include <stdlib.h>
+#ifndef SCALE
+#define SCALE 1
+#endif
+#include "helper.h"
+static void kernel(int n, double *a) { for (int i = 0; i < n; i++) a[i] = a[i] * SCALE + OFFSET; }
+static int classify(int x) { switch (x) { case 0: return 1; default: return 2; } }
+int main(void) {
+  double *a = malloc(4 * sizeof(double));
+  for (int i = 0; i < 4; i++) a[i] = i;
+  kernel(4, a);
+  printf("%g %g %d\\n", a[0], a[3], classify(0));
+  free(a);
+  return 0;
+}
+"""
+
+
+def _write_program(tmp_path: Path) -> Path:
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "helper.h").write_text("#define OFFSET 0.5\n")
+    src = tmp_path / "prog.c"
+    src.write_text(PROGRAM)
+    return src
+
+
+def test_cli_builds_program_with_fallback_warning_and_defines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _write_program(tmp_path)
+    exe = tmp_path / "prog"
+    assert (
+        main(["build", str(src), "-o", str(exe), f"-I{tmp_path / 'inc'}", "-DSCALE=3", "-O3"]) == 0
+    )
+    err = capsys.readouterr().err
+    assert (
+        "warning: function 'classify' is left to the C compiler: 'switch' statements are not supported"
+        in err
+    )
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    assert out == "0.5 9.5 1\n"
+
+
+def test_cli_emit_stages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = _write_program(tmp_path)
+    inc = f"-I{tmp_path / 'inc'}"
+    assert main(["build", str(src), "--emit=mlir", inc]) == 0
+    mlir = capsys.readouterr().out
+    assert "func.func private @kernel(%arg0: i32, %arg1: memref<?xf64>)" in mlir
+    assert "scf.for" in mlir and "memref.load" in mlir
+    assert main(["build", str(src), "--emit=llvm", "-o", str(tmp_path / "k.ll"), inc]) == 0
+    assert "define void @__polyflow_kernel(i32" in (tmp_path / "k.ll").read_text()
+    assert main(["build", str(src), "--emit=obj", "-o", str(tmp_path / "k.o"), inc]) == 0
+    assert (tmp_path / "k.o").read_bytes()[:4] == b"\x7fELF"
+
+
+def test_cli_functions_restricts_what_goes_through_mlir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _write_program(tmp_path)
+    assert (
+        main(["build", str(src), "--emit=mlir", "--functions=classify", f"-I{tmp_path / 'inc'}"])
+        == 0
+    )
+    captured = capsys.readouterr()
+    assert "@kernel" not in captured.out
+    report = polyflow.build_program(
+        src,
+        tmp_path / "p",
+        options=polyflow.Options(functions=("kernel",), include_dirs=(str(tmp_path / "inc"),)),
+    )
+    assert report.compiled == ["kernel"] and report.fallbacks == {}
