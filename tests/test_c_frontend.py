@@ -200,3 +200,20 @@ def test_argument_checks() -> None:
         f(2, 2, np.zeros((2, 4))[:, ::2])
     with pytest.raises(TypeError, match="takes 3 argument"):
         f(2, 2)
+
+
+def test_vla_declared_in_a_loop_is_freed_every_iteration() -> None:
+    src = """
+    double f(int n, int reps) {
+      double total = 0;
+      for (int r = 0; r < reps; r++) {
+        double tmp[n];
+        for (int i = 0; i < n; i++) tmp[i] = i * 0.5 + r;
+        for (int i = 0; i < n; i++) total += tmp[i];
+      }
+      return total;
+    }"""
+    f = jit(src)
+    # 2000 iterations x 800 KB would overflow the stack if the arrays were not released.
+    n, reps = 100_000, 2000
+    assert f(n, reps) == sum(i * 0.5 for i in range(n)) * reps + n * sum(range(reps))

@@ -149,3 +149,25 @@ def test_cli_functions_restricts_what_goes_through_mlir(
         options=polyflow.Options(functions=("kernel",), include_dirs=(str(tmp_path / "inc"),)),
     )
     assert report.compiled == ["kernel"] and report.fallbacks == {}
+
+
+def test_backend_failure_falls_back_to_the_c_compiler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import polyflow.backend.driver as driver
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("llc failed: simulated")
+
+    monkeypatch.setattr(driver, "run_pipeline", broken)
+    src = _write_program(tmp_path)
+    exe = tmp_path / "prog"
+    report = driver.build_program(
+        src, exe, options=polyflow.Options(include_dirs=(str(tmp_path / "inc"),))
+    )
+    assert report.compiled == [] and "kernel" in report.fallbacks
+    assert any(
+        "internal error in polyflow's backend (llc failed: simulated)" in w for w in report.warnings
+    )
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    assert out == "0.5 3.5 1\n"

@@ -16,7 +16,7 @@ from polyflow.frontend.c import CFunction, CModule, emit_c_module
 from polyflow.frontend.c_parse import parse_c, preprocessor_flags
 from polyflow.frontend.c_types import Unsupported
 from polyflow.options import EmitStage, Options
-from polyflow.pipeline import run_pipeline
+from polyflow.pipeline import PipelineResult, run_pipeline
 
 
 @dataclass
@@ -105,52 +105,85 @@ def build_program(
         if emit == "mlir":
             output.write_text(str(cmod.module))
             return report
-        result = run_pipeline(
-            cmod.module, options, stop_after="llvm" if emit != "llvm-dialect" else emit
-        )
-    report.timings.update(result.timings)
-    if emit == "llvm-dialect":
-        output.write_text(str(result.module))
-        return report
-    assert result.llvm_ir is not None
-    if emit == "llvm":
-        output.write_text(result.llvm_ir)
-        return report
-    if emit == "obj":
-        compile_llvm_ir_to_object(result.llvm_ir, output, options)
-        return report
+        if emit != "exe":
+            result = run_pipeline(
+                cmod.module,
+                options,
+                stop_after="llvm-dialect" if emit == "llvm-dialect" else "llvm",
+            )
+            report.timings.update(result.timings)
+            _write_stage(result, emit, output, options)
+            return report
+        llvm_ir: str | None = None
+        try:
+            result = run_pipeline(cmod.module, options, stop_after="llvm")
+            report.timings.update(result.timings)
+            llvm_ir = result.llvm_ir
+        except Exception as exc:  # MLIRError or a failing LLVM tool: a bug of ours, not the user's
+            _give_up_on_mlir(report, filename, exc)
+            bodies = {}
 
     start = time.perf_counter()
-    level = "-O0" if options.opt_level == 0 else "-O2"
-    march = [f"-march={options.march}"] if options.march else []
     with tempfile.TemporaryDirectory(prefix="polyflow-build-") as tmp:
-        kernels = compile_llvm_ir_to_object(result.llvm_ir, Path(tmp) / "kernels.o", options)
+        objects: list[str] = []
+        if bodies and llvm_ir is not None:
+            try:
+                objects.append(
+                    str(compile_llvm_ir_to_object(llvm_ir, Path(tmp) / "kernels.o", options))
+                )
+            except RuntimeError as exc:
+                _give_up_on_mlir(report, filename, exc)
+                bodies = {}
         spliced = Path(tmp) / Path(filename).name
-        spliced.write_text(splice(text, filename, bodies, cmod.globals))
+        spliced.write_text(splice(text, filename, bodies, cmod.globals) if bodies else text)
         rest = Path(tmp) / "rest.o"
-        include = [f"-iquote{source_dir}"] if source_dir else []
-        _run_cc(
-            [
-                options.cc,
-                level,
-                *march,
-                "-std=gnu11",
-                *include,
-                *preprocessor_flags(options, source_dir),
-                *options.cflags,
-                "-c",
-                "-o",
-                str(rest),
-                str(spliced),
-            ],
-            "compiling the rest of the program with the C compiler",
-            filename,
-        )
-        _run_cc(
-            [options.cc, "-o", str(output), str(rest), str(kernels), "-lm"], "linking", filename
-        )
+        _compile_rest(spliced, rest, options, source_dir, filename)
+        _run_cc([options.cc, "-o", str(output), str(rest), *objects, "-lm"], "linking", filename)
     report.timings["cc+link"] = time.perf_counter() - start
     return report
+
+
+def _write_stage(result: PipelineResult, emit: EmitStage, output: Path, options: Options) -> None:
+    if emit == "llvm-dialect":
+        output.write_text(str(result.module))
+    elif emit == "llvm":
+        output.write_text(result.llvm_ir or "")
+    elif emit == "obj":
+        compile_llvm_ir_to_object(result.llvm_ir or "", output, options)
+
+
+def _give_up_on_mlir(report: BuildReport, filename: str, exc: Exception) -> None:
+    """An internal failure after the frontend: the C compiler builds everything, and we say so."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    report.warnings.append(
+        f"{filename}: warning: internal error in polyflow's backend ({first}); "
+        "the whole file is compiled by the C compiler"
+    )
+    for name in report.compiled:
+        report.fallbacks[name] = "internal error in polyflow's backend"
+    report.compiled = []
+
+
+def _compile_rest(
+    spliced: Path, obj: Path, options: Options, source_dir: Path | None, filename: str
+) -> None:
+    level = "-O0" if options.opt_level == 0 else "-O2"
+    march = [f"-march={options.march}"] if options.march else []
+    include = [f"-iquote{source_dir}"] if source_dir else []
+    cmd = [
+        options.cc,
+        level,
+        *march,
+        "-std=gnu11",
+        *include,
+        *preprocessor_flags(options, source_dir),
+        *options.cflags,
+        "-c",
+        "-o",
+        str(obj),
+        str(spliced),
+    ]
+    _run_cc(cmd, "compiling the rest of the program with the C compiler", filename)
 
 
 def print_warnings(report: BuildReport) -> None:

@@ -298,6 +298,7 @@ class FunctionEmitter:
         self.ret_flag: ir.Value | None = None
         self.ret_slot: ir.Value | None = None
         self.exit_flags: list[ir.Value] = []
+        self.loop_flags: list[tuple[ir.Value | None, ir.Value | None]] = []
 
     # ----- locations, scopes, constants
     def loc(self, node: c_ast.Node | None) -> ir.Location:
@@ -889,8 +890,17 @@ class FunctionEmitter:
 
     def _emit_stmt(self, node: c_ast.Node) -> None:
         if isinstance(node, c_ast.Compound):
+            items = node.block_items or []
+            if self.loop_flags and any(self.declares_vla(i) for i in items):
+                # Free the block's variable-length arrays each iteration, as C does. Control
+                # always reaches the block's end (exits are flags), so one restore suffices.
+                saved = llvm.intr_stacksave(ir.Type.parse("!llvm.ptr"))
+                with self.scoped():
+                    self.emit_block(items)
+                llvm.intr_stackrestore(saved)
+                return
             with self.scoped():
-                self.emit_block(node.block_items or [])
+                self.emit_block(items)
         elif isinstance(node, (c_ast.Decl, c_ast.DeclList)):
             for d in node.decls if isinstance(node, c_ast.DeclList) else [node]:
                 self.emit_decl(d)
@@ -917,6 +927,12 @@ class FunctionEmitter:
             pass
         else:
             self.emit_effect(node)
+
+    def declares_vla(self, node: c_ast.Node) -> bool:
+        if not isinstance(node, c_ast.Decl) or not isinstance(node.type, c_ast.ArrayDecl):
+            return False
+        t = self.file.resolve(node.type, allow_vla=True)
+        return isinstance(t, Array) and not all(isinstance(d, int) for d in t.dims)
 
     def may_exit(self, node: c_ast.Node) -> bool:
         """Whether `node` can set a flag that the rest of its block must respect."""
@@ -1025,8 +1041,6 @@ class FunctionEmitter:
         self.set_flag(self.ret_flag, True)
 
     # ----- loops
-    loop_flags: list[tuple[ir.Value, ir.Value]]
-
     def loop_context(self, body: c_ast.Node | None) -> tuple[ir.Value | None, ir.Value | None]:
         brk = self.new_flag() if ana.contains_break(body) else None
         cont = self.new_flag() if ana.contains_continue(body) else None
@@ -1286,7 +1300,6 @@ class FunctionEmitter:
     # ----- the function
     def emit(self, module: ir.Module) -> func.FuncOp:
         fn = self.fn
-        self.loop_flags = []
         arg_types = [mlir_type(t) for _, t in fn.params] + [
             global_mlir_type(self.file.globals[g].type) for g in fn.globals
         ]
@@ -1511,8 +1524,18 @@ def emit_c_module(parsed: ParsedC, *, only: tuple[str, ...] | None = None) -> CM
                 continue
             try:
                 impl = FunctionEmitter(scope, functions, f).emit(module)
+                impl.operation.verify()
             except Unsupported as exc:
                 skipped[name] = exc
+                continue
+            except Exception as exc:  # a bug of ours must cost speed, never correctness
+                for op in module.body.operations:
+                    if getattr(op, "sym_name", None) is not None and op.sym_name.value == name:
+                        op.operation.erase()
+                        break
+                skipped[name] = Unsupported(
+                    f"internal error in polyflow ({type(exc).__name__}: {exc})", f.node.decl
+                )
                 continue
             try:
                 ops[name] = [impl, emit_c_abi_entry(module, f, scope)]
