@@ -9,7 +9,7 @@ from pathlib import Path
 from mlir import ir
 from mlir.dialects import llvm
 
-from polyflow.backend.toolchain import llvm_bin
+from polyflow.backend.toolchain import host_triple, llvm_bin
 from polyflow.options import Options
 
 
@@ -20,7 +20,8 @@ def translate_to_llvm_ir(module: ir.Module) -> str:
 
 
 def _cpu_flags(options: Options) -> list[str]:
-    return [f"-mcpu={options.march}"] if options.march else []
+    triple = [f"-mtriple={host_triple()}"]
+    return triple + ([f"-mcpu={options.march}"] if options.march else [])
 
 
 def optimize_llvm_ir(text: str, options: Options) -> str:

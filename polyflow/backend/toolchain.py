@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
 import sys
 from functools import cache
 from pathlib import Path
@@ -27,3 +29,11 @@ def openmp_library_dir() -> Path | None:
         if (root / "libiomp5.so").exists():
             return root
     return None
+
+
+@cache
+def host_triple() -> str:
+    """LLVM's default target triple for this machine; without it `opt` has no cost model."""
+    out = subprocess.run([str(llvm_bin("llc")), "--version"], capture_output=True, text=True).stdout
+    match = re.search(r"Default target:\s*(\S+)", out)
+    return match.group(1) if match else "x86_64-unknown-linux-gnu"
