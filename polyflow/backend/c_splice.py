@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from polyflow.frontend.c import CABI_PREFIX, CFunction, CGlobal
+from polyflow.frontend.c import CABI_PREFIX, TRAMPOLINE_PREFIX, CFunction, CGlobal
 from polyflow.frontend.c_types import Array, Scalar, Void
 
 
@@ -96,13 +96,23 @@ def forwarding_body(fn: CFunction, globals_: dict[str, CGlobal]) -> str:
     return f"{{ {'' if isinstance(fn.ret, Void) else 'return '}{call}; }}"
 
 
+def trampoline(fn: CFunction) -> str:
+    """A C-ABI entry into a function the C compiler builds, for compiled code to call."""
+    params = ", ".join(f"{_c_type(t)} a{i}" for i, (_, t) in enumerate(fn.params)) or "void"
+    args = ", ".join(f"a{i}" for i in range(len(fn.params)))
+    ret = "" if isinstance(fn.ret, Void) else "return "
+    return f"{_c_type(fn.ret)} {TRAMPOLINE_PREFIX}{fn.name}({params}) {{ {ret}{fn.name}({args}); }}"
+
+
 def splice(
     source: str,
     filename: str,
     bodies: dict[str, tuple[CFunction, BodySpan]],
     globals_: dict[str, CGlobal],
+    trampolines: dict[str, CFunction] | None = None,
 ) -> str:
-    """The source with each listed body replaced by a call to `__polyflow_<name>`, line numbers kept."""
+    """The source with each listed body replaced by a call to `__polyflow_<name>` (line numbers
+    kept), and trampolines into C-compiled functions appended."""
     pieces: list[str] = []
     pos = 0
     for fn, span in sorted(bodies.values(), key=lambda item: item[1].open_brace):
@@ -112,6 +122,8 @@ def splice(
         pieces.append(forwarding_body(fn, globals_) + "\n" * original.count("\n"))
         pos = span.close_brace + 1
     pieces.append(source[pos:])
+    if trampolines:
+        pieces.append("\n" + "\n".join(trampoline(fn) for fn in trampolines.values()) + "\n")
     header = "\n".join(prototype(fn, globals_) for fn, _ in bodies.values())
     escaped = filename.replace("\\", "\\\\").replace('"', '\\"')
     return f'{header}\n#line 1 "{escaped}"\n' + "".join(pieces)

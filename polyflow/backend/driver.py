@@ -51,7 +51,7 @@ def _locate_bodies(
     bodies: dict[str, tuple[CFunction, BodySpan]] = {}
     for name, fn in cmod.functions.items():
         line = fn.node.decl.coord.line
-        late = [g for g in fn.globals if cmod.globals[g].node.coord.line >= line]
+        late = [g for g in fn.globals if cmod.globals[g].first_line >= line]
         span = find_function_body(text, name, line)
         if late:
             reason = f"it uses '{late[0]}', which is declared after it"
@@ -87,7 +87,7 @@ def build_program(
     start = time.perf_counter()
     text, filename, source_dir = _read_source(source)
     parsed = parse_c(text, filename, options, source_dir)
-    cmod = emit_c_module(parsed, only=options.functions)
+    cmod = emit_c_module(parsed, only=options.functions, external_calls=emit == "exe")
     report.timings["frontend"] = time.perf_counter() - start
     for name, exc in cmod.skipped.items():
         report.fallbacks[name] = exc.reason
@@ -135,7 +135,9 @@ def build_program(
                 _give_up_on_mlir(report, filename, exc)
                 bodies = {}
         spliced = Path(tmp) / Path(filename).name
-        spliced.write_text(splice(text, filename, bodies, cmod.globals) if bodies else text)
+        spliced.write_text(
+            splice(text, filename, bodies, cmod.globals, cmod.trampolines) if bodies else text
+        )
         rest = Path(tmp) / "rest.o"
         _compile_rest(spliced, rest, options, source_dir, filename)
         _run_cc([options.cc, "-o", str(output), str(rest), *objects, "-lm"], "linking", filename)

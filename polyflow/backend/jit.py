@@ -40,6 +40,8 @@ _CTYPES = {
 
 
 def _ctype(t: Scalar) -> type:
+    if t.boolean:
+        return ctypes.c_bool
     return _CTYPES[(t.kind, t.bits, t.signed if t.is_int else True)]
 
 

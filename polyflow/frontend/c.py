@@ -40,6 +40,7 @@ from polyflow.frontend.c_types import (
 )
 
 CABI_PREFIX = "__polyflow_"
+TRAMPOLINE_PREFIX = "__polyflow_cc_"  # C-compiled functions, as compiled code calls them
 DYN = -(2**63)  # MLIR's ShapedType::kDynamic
 # Extent reported for a dimension C leaves unknown (`T *p`, `T a[]`): nothing reads it, but it
 # must be a valid non-negative size.
@@ -62,7 +63,8 @@ class CFunction:
 class CGlobal:
     name: str
     type: Scalar | Array
-    node: c_ast.Decl
+    node: c_ast.Decl  # the last declaration (the definition, with the initializer, if any)
+    first_line: int = 0  # where the name first becomes visible
 
 
 @dataclass
@@ -75,6 +77,7 @@ class CModule:
     skipped: dict[str, Unsupported]
     globals: dict[str, CGlobal]
     scope: FileScope
+    trampolines: dict[str, CFunction] = field(default_factory=dict)
 
     @property
     def context(self) -> ir.Context:
@@ -136,7 +139,12 @@ class FileScope:
                     t = self.resolve(ext.type, allow_vla=False)
                     if isinstance(t, Void):
                         raise Unsupported("void variable", ext)
-                    self.globals[ext.name] = CGlobal(ext.name, t, ext)
+                    first = (
+                        self.globals[ext.name].first_line
+                        if ext.name in self.globals
+                        else ext.coord.line
+                    )
+                    self.globals[ext.name] = CGlobal(ext.name, t, ext, first)
                 except Unsupported as exc:
                     self.bad_globals[ext.name] = exc
 
@@ -188,10 +196,7 @@ class FileScope:
                     return KNOWN_TYPEDEFS[names[0]]
                 if len(names) == 1 and names[0] in self.typedefs:
                     return self.resolve(self.typedefs[names[0]], allow_vla=allow_vla)
-                t = scalar_from_names(names, node)
-                if t == Scalar("int", 8, False) and names[0] in ("_Bool", "bool"):
-                    raise Unsupported("'_Bool' is not supported", node)
-                return t
+                return scalar_from_names(names, node)
             if isinstance(inner, c_ast.Enum):
                 return INT
             raise Unsupported(f"{type(inner).__name__.lower()} types are not supported", node)
@@ -288,10 +293,21 @@ def char_literal(text: str) -> int:
 class FunctionEmitter:
     """Emits one C function as `func.func` over memrefs, raising Unsupported on anything else."""
 
-    def __init__(self, scope: FileScope, functions: dict[str, CFunction], fn: CFunction) -> None:
+    def __init__(
+        self,
+        scope: FileScope,
+        functions: dict[str, CFunction],
+        fn: CFunction,
+        *,
+        external: dict[str, CFunction] | None = None,
+    ) -> None:
         self.file = scope
         self.functions = functions
         self.fn = fn
+        # Functions of the file left to the C compiler that this one may call through their
+        # C-ABI trampolines (driver builds only); filled with the ones it actually calls.
+        self.external = external
+        self.called_externally: dict[str, CFunction] = {}
         self.scopes: list[dict[str, Var]] = [{}]
         self.assigned = ana.assigned_names(fn.node.body)
         self.entry: ir.Block | None = None
@@ -356,6 +372,8 @@ class FunctionEmitter:
     def convert(self, v: ir.Value, src: Scalar, dst: Scalar) -> ir.Value:
         if src == dst:
             return v
+        if dst.boolean:
+            return arith.extui(mlir_type(dst), self.to_bool(v, src))
         dt = mlir_type(dst)
         if src.is_int and dst.is_int:
             if src.bits == dst.bits:
@@ -513,8 +531,6 @@ class FunctionEmitter:
         if isinstance(node, c_ast.Cast):
             to = self.scalar_type_of(node)
             v, t = self.emit_expr(node.expr)
-            if to.bits == 1:
-                return self.to_bool(v, t), to
             return self.convert(v, t, to), to
         if isinstance(node, c_ast.FuncCall):
             results = self.emit_call(node)
@@ -663,11 +679,13 @@ class FunctionEmitter:
         if op in ("++", "--", "p++", "p--"):
             lv = self.emit_lvalue(node.expr)
             old = memref.load(lv.memref, lv.indices)
-            one = self.const(lv.type, 1)
-            if lv.type.is_float:
-                new = arith.addf(old, one) if "+" in op else arith.subf(old, one)
+            t = integer_promote(lv.type)  # x++ is x = x + 1: computed in the promoted type
+            wide, one = self.convert(old, lv.type, t), self.const(t, 1)
+            if t.is_float:
+                new = arith.addf(wide, one) if "+" in op else arith.subf(wide, one)
             else:
-                new = arith.addi(old, one) if "+" in op else arith.subi(old, one)
+                new = arith.addi(wide, one) if "+" in op else arith.subi(wide, one)
+            new = self.convert(new, t, lv.type)
             memref.store(new, lv.memref, lv.indices)
             return (old if op.startswith("p") else new), lv.type
         v, t = self.emit_expr(node.expr)
@@ -815,6 +833,8 @@ class FunctionEmitter:
     def emit_call(self, node: c_ast.FuncCall) -> list[tuple[ir.Value, Scalar]]:
         name = self.callee_name(node)
         args = node.args.exprs if node.args else []
+        if self.external is not None and name in self.external:
+            return self.emit_external_call(self.external[name], args, node)
         if name in self.functions:
             return self.emit_user_call(name, args, node)
         if is_math_function(name):
@@ -850,6 +870,32 @@ class FunctionEmitter:
             operands.append(var.slot)
         results = [] if isinstance(callee.ret, Void) else [mlir_type(callee.ret)]
         call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name), operands)
+        return [] if isinstance(callee.ret, Void) else [(call.results[0], callee.ret)]
+
+    def emit_external_call(
+        self, callee: CFunction, args: list[c_ast.Node], node: c_ast.Node
+    ) -> list[tuple[ir.Value, Scalar]]:
+        """Call a function left to the C compiler through `__polyflow_cc_<name>` (C ABI)."""
+        if len(args) != len(callee.params):
+            raise Unsupported(
+                f"'{callee.name}' takes {len(callee.params)} argument(s), {len(args)} given", node
+            )
+        self.called_externally[callee.name] = callee
+        ptr = ir.Type.parse("!llvm.ptr")
+        operands: list[ir.Value] = []
+        for arg, (pname, ptype) in zip(args, callee.params, strict=True):
+            if isinstance(ptype, Array):
+                base = memref.extract_aligned_pointer_as_index(
+                    self.array_argument(arg, ptype, pname)
+                )
+                address = arith.index_cast(ir.IntegerType.get_signless(64), base)
+                operands.append(llvm.inttoptr(ptr, address))
+            else:
+                operands.append(self.convert(*self.emit_expr(arg), ptype))
+        results = [] if isinstance(callee.ret, Void) else [mlir_type(callee.ret)]
+        call = func.CallOp(
+            results, ir.FlatSymbolRefAttr.get(TRAMPOLINE_PREFIX + callee.name), operands
+        )
         return [] if isinstance(callee.ret, Void) else [(call.results[0], callee.ret)]
 
     def array_argument(self, arg: c_ast.Node, ptype: Array, pname: str) -> ir.Value:
@@ -1492,8 +1538,15 @@ def memref_from_pointer(emitter: FunctionEmitter, ptr: ir.Value, t: Array) -> ir
     return cast.results[0]
 
 
-def emit_c_module(parsed: ParsedC, *, only: tuple[str, ...] | None = None) -> CModule:
-    """Emit every function of the file polyflow can compile (all but `main`, or just `only`)."""
+def emit_c_module(
+    parsed: ParsedC, *, only: tuple[str, ...] | None = None, external_calls: bool = False
+) -> CModule:
+    """Emit every function of the file polyflow can compile (all but `main`, or just `only`).
+
+    With `external_calls`, compiled code may call the file's other functions through C-ABI
+    trampolines (`CModule.trampolines`, for the driver to define); without it, a function that
+    calls one that is not compiled is not compiled either.
+    """
     scope = FileScope(parsed)
     skipped: dict[str, Unsupported] = {}
     functions: dict[str, CFunction] = {}
@@ -1515,48 +1568,125 @@ def emit_c_module(parsed: ParsedC, *, only: tuple[str, ...] | None = None) -> CM
                 f"uses global '{g}': {scope.bad_globals[g].reason}", f.node.decl
             )
     ctx = ir.Context()
-    ctx.allow_unregistered_dialects = False
     with ctx, ir.Location.unknown():
         module = ir.Module.create()
-        ops: dict[str, list[func.FuncOp]] = {}
+        emitted: dict[str, _Emitted] = {}
         for name, f in functions.items():
-            if name in skipped:
-                continue
-            try:
-                impl = FunctionEmitter(scope, functions, f).emit(module)
-                impl.operation.verify()
-            except Unsupported as exc:
-                skipped[name] = exc
-                continue
-            except Exception as exc:  # a bug of ours must cost speed, never correctness
-                for op in module.body.operations:
-                    if getattr(op, "sym_name", None) is not None and op.sym_name.value == name:
-                        op.operation.erase()
-                        break
-                skipped[name] = Unsupported(
-                    f"internal error in polyflow ({type(exc).__name__}: {exc})", f.node.decl
+            if name not in skipped:
+                _emit_one(
+                    module,
+                    scope,
+                    functions,
+                    f,
+                    _external(scope, functions, skipped, external_calls),
+                    emitted,
+                    skipped,
                 )
-                continue
-            try:
-                ops[name] = [impl, emit_c_abi_entry(module, f, scope)]
-            except Unsupported as exc:
-                impl.operation.erase()
-                skipped[name] = exc
-        # A function that calls one left to the C compiler cannot be compiled either.
+        # Callers of functions left to the C compiler: call them through trampolines, or give up.
         changed = True
         while changed:
             changed = False
-            for name in list(ops):
+            for name in list(emitted):
                 bad = sorted(functions[name].callees & skipped.keys())
-                if bad:
-                    for op in ops.pop(name):
-                        op.operation.erase()
+                if not bad:
+                    continue
+                emitted.pop(name).erase()
+                functions[name].callees = set()
+                changed = True
+                if not external_calls:
                     skipped[name] = Unsupported(
                         f"calls '{bad[0]}', which is left to the C compiler",
                         functions[name].node.decl,
                     )
-                    changed = True
-        compiled = {n: functions[n] for n in ops}
+                    continue
+                _emit_one(
+                    module,
+                    scope,
+                    functions,
+                    functions[name],
+                    _external(scope, functions, skipped, True),
+                    emitted,
+                    skipped,
+                )
+        trampolines: dict[str, CFunction] = {}
+        for e in emitted.values():
+            trampolines.update(e.external)
+        for callee in trampolines.values():
+            _declare_trampoline(module, callee)
+        compiled = {n: functions[n] for n in emitted}
         if not module.operation.verify():
             raise RuntimeError("polyflow produced invalid MLIR (a bug in the C frontend)")
-    return CModule(module, parsed.filename, compiled, skipped, scope.globals, scope)
+    return CModule(module, parsed.filename, compiled, skipped, scope.globals, scope, trampolines)
+
+
+@dataclass
+class _Emitted:
+    ops: list[func.FuncOp]
+    external: dict[str, CFunction]
+
+    def erase(self) -> None:
+        for op in self.ops:
+            op.operation.erase()
+
+
+def _external(
+    scope: FileScope,
+    functions: dict[str, CFunction],
+    skipped: dict[str, Unsupported],
+    enabled: bool,
+) -> dict[str, CFunction] | None:
+    """The file's functions that compiled code must reach through the C compiler's build."""
+    if not enabled:
+        return None
+    out: dict[str, CFunction] = {}
+    for name, fdef in scope.defs.items():
+        if name in functions and name not in skipped:
+            continue
+        try:
+            out[name] = functions[name] if name in functions else scope.interface(fdef)
+        except Unsupported:
+            continue
+    return out
+
+
+def _emit_one(
+    module: ir.Module,
+    scope: FileScope,
+    functions: dict[str, CFunction],
+    f: CFunction,
+    external: dict[str, CFunction] | None,
+    emitted: dict[str, _Emitted],
+    skipped: dict[str, Unsupported],
+) -> None:
+    emitter = FunctionEmitter(scope, functions, f, external=external)
+    try:
+        impl = emitter.emit(module)
+        impl.operation.verify()
+    except Unsupported as exc:
+        skipped[f.name] = exc
+        return
+    except Exception as exc:  # a bug of ours must cost speed, never correctness
+        for op in module.body.operations:
+            if getattr(op, "sym_name", None) is not None and op.sym_name.value == f.name:
+                op.operation.erase()
+                break
+        skipped[f.name] = Unsupported(
+            f"internal error in polyflow ({type(exc).__name__}: {exc})", f.node.decl
+        )
+        return
+    try:
+        entry = emit_c_abi_entry(module, f, scope)
+    except Unsupported as exc:
+        impl.operation.erase()
+        skipped[f.name] = exc
+        return
+    emitted[f.name] = _Emitted([impl, entry], emitter.called_externally)
+
+
+def _declare_trampoline(module: ir.Module, callee: CFunction) -> None:
+    ptr = ir.Type.parse("!llvm.ptr")
+    args = [ptr if isinstance(t, Array) else mlir_type(t) for _, t in callee.params]
+    results = [] if isinstance(callee.ret, Void) else [mlir_type(callee.ret)]
+    with ir.InsertionPoint(module.body):
+        decl = func.FuncOp(TRAMPOLINE_PREFIX + callee.name, (args, results))
+        decl.attributes["sym_visibility"] = ir.StringAttr.get("private")

@@ -28,6 +28,7 @@ class Scalar:
     kind: str
     bits: int
     signed: bool = True
+    boolean: bool = False  # C's _Bool: stored in 8 bits, every conversion to it tests != 0
 
     @property
     def is_int(self) -> bool:
@@ -39,6 +40,8 @@ class Scalar:
 
     @property
     def c_spelling(self) -> str:
+        if self.boolean:
+            return "_Bool"
         if self.is_float:
             return {32: "float", 64: "double"}[self.bits]
         base = {8: "char", 16: "short", 32: "int", 64: "long"}[self.bits]
@@ -48,6 +51,8 @@ class Scalar:
 
     @property
     def numpy_dtype(self) -> str:
+        if self.boolean:
+            return "bool"
         if self.is_float:
             return {32: "float32", 64: "float64"}[self.bits]
         return f"{'' if self.signed else 'u'}int{self.bits}"
@@ -85,7 +90,8 @@ class Array:
 
 CType = Scalar | Array | Void
 
-BOOL = Scalar("int", 1, False)
+BOOL = Scalar("int", 1, False)  # an i1 condition, internal only
+C_BOOL = Scalar("int", 8, False, boolean=True)
 CHAR = Scalar("int", 8, True)
 INT = Scalar("int", 32, True)
 UINT = Scalar("int", 32, False)
@@ -109,8 +115,8 @@ KNOWN_TYPEDEFS: dict[str, Scalar] = {
     "uint16_t": Scalar("int", 16, False),
     "uint32_t": UINT,
     "uint64_t": ULONG,
-    "bool": Scalar("int", 8, False),
-    "_Bool": Scalar("int", 8, False),
+    "bool": C_BOOL,
+    "_Bool": C_BOOL,
 }
 
 
@@ -131,7 +137,7 @@ def scalar_from_names(names: list[str], node: c_ast.Node) -> Scalar | Void:
     if key == "float":
         return FLOAT
     if key == "_Bool":
-        return Scalar("int", 8, False)
+        return C_BOOL
     bits = {"char": 8, "short": 16, "int": 32, "long": 64, "long long": 64}.get(key)
     if bits is None:
         raise Unsupported(f"type '{' '.join(names)}' is not supported", node)
