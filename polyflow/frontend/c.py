@@ -334,7 +334,7 @@ class FunctionEmitter:
     def bind(self, name: str, var: Var) -> None:
         self.scopes[-1][name] = var
 
-    def lookup(self, name: str, node: c_ast.Node) -> Var | None:
+    def lookup(self, name: str) -> Var | None:
         for s in reversed(self.scopes):
             if name in s:
                 return s[name]
@@ -412,7 +412,7 @@ class FunctionEmitter:
         if isinstance(node, c_ast.Constant):
             return self.literal_type(node)
         if isinstance(node, c_ast.ID):
-            var = self.lookup(node.name, node)
+            var = self.lookup(node.name)
             if var is not None:
                 return var.type
             if node.name in self.file.enums:
@@ -555,7 +555,7 @@ class FunctionEmitter:
                 self._emit_expr(node)
 
     def read_var(self, node: c_ast.ID) -> tuple[ir.Value, Scalar]:
-        var = self.lookup(node.name, node)
+        var = self.lookup(node.name)
         if var is None:
             if node.name in self.file.enums:
                 return self.const(INT, self.file.enums[node.name]), INT
@@ -618,7 +618,7 @@ class FunctionEmitter:
 
     def emit_lvalue(self, node: c_ast.Node) -> LValue:
         if isinstance(node, c_ast.ID):
-            var = self.lookup(node.name, node)
+            var = self.lookup(node.name)
             if var is None or isinstance(var.type, Array) or var.slot is None:
                 raise Unsupported(f"cannot assign to '{node.name}'", node)
             return LValue(var.slot, [], var.type)
@@ -631,7 +631,7 @@ class FunctionEmitter:
             raise Unsupported("unsupported assignment target", node)
         if not isinstance(base, c_ast.ID):
             raise Unsupported("subscripted expression is not an array variable", node)
-        var = self.lookup(base.name, base)
+        var = self.lookup(base.name)
         if var is None or not isinstance(var.type, Array):
             raise Unsupported(f"'{base.name}' is not an array", base)
         if len(subs) != var.type.rank:
@@ -646,7 +646,7 @@ class FunctionEmitter:
         """An integer expression as `index`; signed +,-,* stay in index arithmetic (C UB on overflow)."""
         with self.loc(node):
             if isinstance(node, c_ast.ID):
-                var = self.lookup(node.name, node)
+                var = self.lookup(node.name)
                 if var is not None and var.index is not None:
                     return var.index
             if isinstance(node, c_ast.Constant) and is_int_literal(node):
@@ -865,7 +865,7 @@ class FunctionEmitter:
             else:
                 operands.append(self.convert(*self.emit_expr(arg), ptype))
         for g in callee.globals:
-            var = self.lookup(g, node)
+            var = self.lookup(g)
             assert var is not None and var.slot is not None
             operands.append(var.slot)
         results = [] if isinstance(callee.ret, Void) else [mlir_type(callee.ret)]
@@ -903,7 +903,7 @@ class FunctionEmitter:
             raise Unsupported(
                 f"argument for array parameter '{pname}' must be an array variable", arg
             )
-        var = self.lookup(arg.name, arg)
+        var = self.lookup(arg.name)
         if var is None or not isinstance(var.type, Array) or var.slot is None:
             raise Unsupported(f"'{arg.name}' is not an array", arg)
         at = var.type
@@ -1193,7 +1193,7 @@ class FunctionEmitter:
             and isinstance(init.lvalue, c_ast.ID)
         ):
             var, start = init.lvalue.name, init.rvalue
-            found = self.lookup(var, init)
+            found = self.lookup(var)
             if found is None or found.slot is None:
                 return None
             vt = found.type
@@ -1274,7 +1274,7 @@ class FunctionEmitter:
             return False
         calls = ana.called_names(body) - {n for n in ana.called_names(body) if is_math_function(n)}
         for n in names:
-            var = self.lookup(n, expr)
+            var = self.lookup(n)
             if var is None:
                 if n in self.file.enums:
                     continue
@@ -1339,7 +1339,7 @@ class FunctionEmitter:
                 final = arith.subi(
                     a, arith.muli(arith.maxsi(trips, self.cindex(0)), self.cindex(-step))
                 )
-            slot = self.lookup(var, node)
+            slot = self.lookup(var)
             assert slot is not None and slot.slot is not None
             memref.store(arith.index_cast(mlir_type(vt), final), slot.slot, [])
 

@@ -40,22 +40,13 @@ def preprocessor_flags(options: Options, source_dir: Path | None) -> list[str]:
     return flags
 
 
-def check_syntax(source: str, filename: str, options: Options, source_dir: Path | None) -> None:
-    """Run the system C compiler's front end so that C errors carry its precise positions."""
-    cmd = [
-        options.cc,
-        "-fsyntax-only",
-        "-std=gnu11",
-        "-x",
-        "c",
-        "-",
-        *preprocessor_flags(options, source_dir),
-    ]
+def _run_c_compiler(cmd: list[str], source: str, filename: str) -> str:
+    """Run the C compiler on `source`; its first error becomes a CompileError at its position."""
     proc = subprocess.run(
         cmd, input=_with_filename(source, filename), capture_output=True, text=True, env=_C_LOCALE
     )
     if proc.returncode == 0:
-        return
+        return proc.stdout
     match = _GCC_DIAG.search(proc.stderr)
     if match is None:
         raise CompileError(
@@ -67,6 +58,14 @@ def check_syntax(source: str, filename: str, options: Options, source_dir: Path 
         line=int(match["line"]),
         column=int(match["col"]),
         source_line=_line_of(source, int(match["line"])) if match["file"] == filename else None,
+    )
+
+
+def check_syntax(source: str, filename: str, options: Options, source_dir: Path | None) -> None:
+    """Run the system C compiler's front end so that C errors carry its precise positions."""
+    flags = preprocessor_flags(options, source_dir)
+    _run_c_compiler(
+        [options.cc, "-fsyntax-only", "-std=gnu11", "-x", "c", "-", *flags], source, filename
     )
 
 
@@ -90,18 +89,9 @@ def parse_c(
         "-",
         *preprocessor_flags(options, source_dir),
     ]
-    proc = subprocess.run(
-        cmd, input=_with_filename(source, filename), capture_output=True, text=True, env=_C_LOCALE
-    )
-    if proc.returncode != 0:
-        match = _GCC_DIAG.search(proc.stderr)
-        if match:
-            raise CompileError(
-                match["msg"], file=match["file"], line=int(match["line"]), column=int(match["col"])
-            )
-        raise CompileError(proc.stderr.strip(), file=filename)
+    preprocessed = _run_c_compiler(cmd, source, filename)
     try:
-        ast = c_parser.CParser().parse(proc.stdout, filename)
+        ast = c_parser.CParser().parse(preprocessed, filename)
     except c_parser.ParseError as exc:
         match = _PYCPARSER_DIAG.match(str(exc))
         if match:
