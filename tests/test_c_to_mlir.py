@@ -81,3 +81,32 @@ CASES = {
 def test_frontend_mlir(name: str, tmp_path: Path) -> None:
     src, checks = CASES[name]
     filecheck(frontend_mlir(src), checks, tmp_path)
+
+
+def test_statements_are_named_and_located() -> None:
+    """Each expression statement's ops carry loc("S<n>"(file:line:col)), for later reports."""
+    src = "void k(int n, double *a) {\n  for (int i = 0; i < n; i++) {\n    a[i] = a[i] * 2.0;\n    a[i] += 1.0;\n  }\n}\n"
+    cmod = emit_c_module(parse_c(src, "t.c", Options()))
+    with cmod.context:
+        text = cmod.module.operation.get_asm(enable_debug_info=True)
+    aliases = dict(
+        line.split(" = ", 1)
+        for line in text.splitlines()
+        if line.startswith("#loc") and " = " in line
+    )
+
+    def resolve(alias: str) -> str:
+        value = aliases[alias]
+        for inner in sorted(aliases, key=len, reverse=True):
+            value = value.replace(f"({inner})", f"({aliases[inner]})")
+        return value
+
+    stores = [
+        line.rsplit("loc(", 1)[1].rstrip(")")
+        for line in text.splitlines()
+        if "memref.store" in line
+    ]
+    assert [resolve(a) for a in stores if a.startswith("#loc")] == [
+        'loc("S0"(loc("t.c":3:5)))',
+        'loc("S1"(loc("t.c":4:5)))',
+    ]

@@ -172,7 +172,7 @@ def _initial_global(g: CGlobal, cmod: CModule) -> np.ndarray:
             file=cmod.filename,
             line=g.node.coord.line,
         )
-    shape = tuple(t.dims) if isinstance(t, Array) else ()
+    shape = tuple(d for d in t.dims if isinstance(d, int)) if isinstance(t, Array) else ()
     array = np.zeros(shape, dtype=elem.numpy_dtype)
     init = g.node.init
     if init is None:

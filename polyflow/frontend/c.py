@@ -308,6 +308,8 @@ class FunctionEmitter:
         # C-ABI trampolines (driver builds only); filled with the ones it actually calls.
         self.external = external
         self.called_externally: dict[str, CFunction] = {}
+        self.statement_count = 0
+        self.statement: str | None = None
         self.scopes: list[dict[str, Var]] = [{}]
         self.assigned = ana.assigned_names(fn.node.body)
         self.entry: ir.Block | None = None
@@ -321,7 +323,8 @@ class FunctionEmitter:
         coord = getattr(node, "coord", None)
         if coord is None or coord.line is None:
             return ir.Location.unknown()
-        return ir.Location.file(coord.file, coord.line, coord.column or 1)
+        loc = ir.Location.file(coord.file, coord.line, coord.column or 1)
+        return loc if self.statement is None else ir.Location.name(self.statement, childLoc=loc)
 
     @contextmanager
     def scoped(self) -> Iterator[None]:
@@ -456,10 +459,10 @@ class FunctionEmitter:
                 self.scalar_type_of(node.iftrue), self.scalar_type_of(node.iffalse)
             )
         if isinstance(node, c_ast.Cast):
-            t = self.file.resolve(node.to_type.type, allow_vla=False)
-            if not isinstance(t, Scalar):
-                raise Unsupported(f"cast to '{t}' is not supported", node)
-            return t
+            target = self.file.resolve(node.to_type.type, allow_vla=False)
+            if not isinstance(target, Scalar):
+                raise Unsupported(f"cast to '{target}' is not supported", node)
+            return target
         if isinstance(node, c_ast.FuncCall):
             name = self.callee_name(node)
             if name in self.functions:
@@ -972,7 +975,14 @@ class FunctionEmitter:
         elif isinstance(node, (c_ast.Typedef, c_ast.Pragma)):
             pass
         else:
-            self.emit_effect(node)
+            # Expression statements are the future polyhedral statements: name them S0, S1, ...
+            # so that schedules and reports can point back at source lines.
+            self.statement = f"S{self.statement_count}"
+            self.statement_count += 1
+            try:
+                self.emit_effect(node)
+            finally:
+                self.statement = None
 
     def declares_vla(self, node: c_ast.Node) -> bool:
         if not isinstance(node, c_ast.Decl) or not isinstance(node.type, c_ast.ArrayDecl):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from pycparser import c_ast
 
@@ -69,7 +70,7 @@ class Void:
 
 # A dimension of an array: a constant extent, a C expression over parameters (VLA), or None
 # when C does not say (the decayed leading dimension of `T *p` or `T a[]`).
-Dim = int | c_ast.Node | None
+Dim: TypeAlias = int | c_ast.Node | None
 
 
 @dataclass(frozen=True)
