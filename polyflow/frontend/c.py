@@ -1581,17 +1581,11 @@ def emit_c_module(
     with ctx, ir.Location.unknown():
         module = ir.Module.create()
         emitted: dict[str, _Emitted] = {}
+        # Functions that fail while being emitted are handled below, by re-emitting their callers.
+        external = _external(scope, functions, skipped, external_calls)
         for name, f in functions.items():
             if name not in skipped:
-                _emit_one(
-                    module,
-                    scope,
-                    functions,
-                    f,
-                    _external(scope, functions, skipped, external_calls),
-                    emitted,
-                    skipped,
-                )
+                _emit_one(module, scope, functions, f, external, emitted, skipped)
         # Callers of functions left to the C compiler: call them through trampolines, or give up.
         changed = True
         while changed:
