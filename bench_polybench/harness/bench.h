@@ -28,7 +28,7 @@
 /* Zeroed heap storage for `count` elements of `type`; exits on failure. */
 #define BENCH_ALLOC(type, count) ((type *)bench_alloc((size_t)(count), sizeof(type)))
 
-static void *bench_alloc(size_t count, size_t size) {
+static inline void *bench_alloc(size_t count, size_t size) {
   void *p = calloc(count ? count : 1, size);
   if (!p) {
     fprintf(stderr, "bench: out of memory (%zu x %zu bytes)\n", count, size);
@@ -39,15 +39,15 @@ static void *bench_alloc(size_t count, size_t size) {
 
 static double bench_t0, bench_t1;
 
-static double bench_now(void) {
+static inline double bench_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void bench_timer_start(void) { bench_t0 = bench_now(); }
-static void bench_timer_stop(void) { bench_t1 = bench_now(); }
-static void bench_timer_print(void) { fprintf(stderr, "time: %.6f\n", bench_t1 - bench_t0); }
+static inline void bench_timer_start(void) { bench_t0 = bench_now(); }
+static inline void bench_timer_stop(void) { bench_t1 = bench_now(); }
+static inline void bench_timer_print(void) { fprintf(stderr, "time: %.6f\n", bench_t1 - bench_t0); }
 
 /* Dump of an output array for validation, bounded in size whatever the dataset:
  *   "array <name> <count>", then "sum", "abs", "weighted" (index-weighted sum), then up to
@@ -56,7 +56,7 @@ static void bench_timer_print(void) { fprintf(stderr, "time: %.6f\n", bench_t1 -
 #define BENCH_DUMP_SAMPLES 2048
 #endif
 
-static void bench_dump(const char *name, const DATA_TYPE *data, long count) {
+static inline void bench_dump(const char *name, const DATA_TYPE *data, long count) {
   double sum = 0.0, abs_sum = 0.0, weighted = 0.0;
   for (long i = 0; i < count; i++) {
     double v = (double)data[i];
@@ -71,7 +71,7 @@ static void bench_dump(const char *name, const DATA_TYPE *data, long count) {
 }
 
 /* The same for an integer array (nussinov's table, floyd-warshall when run on int). */
-static void bench_dump_int(const char *name, const int *data, long count) {
+static inline void bench_dump_int(const char *name, const int *data, long count) {
   long sum = 0, abs_sum = 0, weighted = 0;
   for (long i = 0; i < count; i++) {
     sum += data[i];
