@@ -9,8 +9,10 @@ PY := $(VENV)/bin/python
 LINT_DIRS := $(wildcard polyflow tests server bench_polybench examples scripts)
 # Extra arguments for the baseline, e.g. `make baseline BASELINE_ARGS="--json baseline.json"`.
 BASELINE_ARGS ?=
+# Extra arguments for the benchmark suite, e.g. `make bench BENCH_ARGS="--kernels gemm,lu"`.
+BENCH_ARGS ?=
 
-.PHONY: setup run test lint baseline
+.PHONY: setup run test lint baseline bench bench-mini bench-setup
 
 setup:
 	@bash scripts/setup.sh
@@ -30,3 +32,14 @@ test: lint
 
 baseline: setup
 	$(PY) scripts/baseline_perf.py $(BASELINE_ARGS)
+
+# The PolyBench-style suite against gcc, Polly and gcc's auto-parallelizer; reports go to
+# bench_polybench/results/<date>-<size>.{json,md,png}. bench_polybench/setup.sh installs the peers.
+bench-setup: setup
+	@bash bench_polybench/setup.sh
+
+bench: bench-setup
+	$(PY) -m bench_polybench --size LARGE --threads 2 --repeat 3 $(BENCH_ARGS)
+
+bench-mini: bench-setup
+	$(PY) -m bench_polybench --size MINI --threads 2 --repeat 3 $(BENCH_ARGS)

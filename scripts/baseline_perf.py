@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import re
 import statistics
 import subprocess
@@ -31,13 +29,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
+
+from bench_polybench.common import fmt, machine_info, parse_time, progress_display
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS_DIR = ROOT / "examples" / "baseline"
 GCC_FLAGS = ("-O3",)
 CHECKSUM_REL_TOL = 1e-6  # parallel reductions may reassociate floating-point sums
-TIME_RE = re.compile(r"^time: ([0-9.eE+-]+)\s*$", re.MULTILINE)
 CHECKSUM_RE = re.compile(r"^checksum: (\S+)\s*$", re.MULTILINE)
 
 
@@ -133,11 +132,11 @@ def run_once(label: str, exe: Path, side: Side) -> None:
     proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise BenchError(f"{label}: {exe.name} exited {proc.returncode}: {proc.stderr.strip()}")
-    seconds = TIME_RE.search(proc.stdout)
+    seconds = parse_time(proc.stdout)
     checksum = CHECKSUM_RE.search(proc.stdout)
     if seconds is None or checksum is None:
         raise BenchError(f"{label}: unexpected output: {proc.stdout.strip()!r}")
-    side.times.append(float(seconds.group(1)))
+    side.times.append(seconds)
     side.checksums.append(checksum.group(1))
 
 
@@ -177,10 +176,6 @@ def measure(
     return result
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "—" if value is None else format(value, spec)
-
-
 def _yes_no(value: bool | None, yes: str = "yes", no: str = "no") -> str:
     return "—" if value is None else (yes if value else no)
 
@@ -205,9 +200,9 @@ def markdown(results: list[Result], *, runs: int, tolerance: float) -> str:
         built = r.polyflow is not None and bool(r.polyflow.times)
         compiled = (", ".join(r.compiled) or "(none)") if built else "—"
         lines.append(
-            f"| {r.name} | {_fmt(r.gcc.median if r.gcc.times else None, '.4f')} "
-            f"| {_fmt(r.polyflow.median if r.polyflow and r.polyflow.times else None, '.4f')} "
-            f"| {_fmt(ratio, '.2f')} | {within_text} "
+            f"| {r.name} | {fmt(r.gcc.median if r.gcc.times else None, '.4f')} "
+            f"| {fmt(r.polyflow.median if r.polyflow and r.polyflow.times else None, '.4f')} "
+            f"| {fmt(ratio, '.2f')} | {within_text} "
             f"| {_yes_no(r.checksums_agree, 'agree', '**differ**')} | {compiled} |"
         )
     notes = [f"- {r.name}: **error**: {r.error}" for r in results if r.error]
@@ -221,25 +216,6 @@ def markdown(results: list[Result], *, runs: int, tolerance: float) -> str:
     if notes:
         lines += ["", *notes]
     return "\n".join(lines)
-
-
-def machine_info() -> dict[str, object]:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    gcc = subprocess.run(["gcc", "--version"], capture_output=True, text=True, check=False)
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "gcc": gcc.stdout.splitlines()[0] if gcc.stdout else None,
-        "python": platform.python_version(),
-        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -279,19 +255,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     err = Console(stderr=True)
-    columns = (
-        SpinnerColumn(),
-        TextColumn("{task.description}", style="bold"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-    )
     with tempfile.TemporaryDirectory(prefix="polyflow-baseline-") as tmp:
         workdir = args.keep or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        with Progress(*columns, console=err) as progress:
+        with progress_display(err) as bar:
             results = [
-                measure(source, workdir, runs=args.runs, gcc_only=args.gcc_only, progress=progress)
+                measure(source, workdir, runs=args.runs, gcc_only=args.gcc_only, progress=bar)
                 for source in sources
             ]
 

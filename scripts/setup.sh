@@ -13,64 +13,24 @@ cd "$ROOT"
 VENV="$ROOT/.venv"
 STAMP="$VENV/.polyflow-setup-stamp"
 
+# shellcheck source=scripts/apt_lib.sh
+source "$ROOT/scripts/apt_lib.sh"  # log, as_root, apt_install, install_missing
+
 # ---------------------------------------------------------------------------------------------
 # System packages (Debian). One entry per package: "COMMAND PACKAGE".
 # COMMAND is a program the package provides (checked with `command -v`); write "-" for a
 # package with no program of its own (a library), which is then checked with `dpkg -s`.
+# (The benchmark peers, clang-14 with Polly and libomp, are installed by bench_polybench/setup.sh.)
 # ---- add new system packages here ----
 SYSTEM_PACKAGES=(
   "gcc gcc"
   "make make"
-  # Planned for the benchmark peers (see DESIGN.md, "Peers for benchmarks"):
-  # "clang-14 clang-14"
-  # "- libpolly-14-dev"
-  # "- libomp-14-dev"
 )
 # ---- end of system packages ----
 # ---------------------------------------------------------------------------------------------
 
-log() { printf 'setup: %s\n' "$*" >&2; }
-
-as_root() {
-  if [ "$(id -u)" -eq 0 ]; then
-    "$@"
-  elif command -v sudo >/dev/null 2>&1; then
-    sudo "$@"
-  else
-    log "need root to run: $*"
-    return 1
-  fi
-}
-
-APT_UPDATED=0
-apt_install() {
-  if ! command -v apt-get >/dev/null 2>&1; then
-    log "missing system packages ($*) and no apt-get: install them by hand"
-    return 1
-  fi
-  if [ "$APT_UPDATED" -eq 0 ]; then
-    log "apt-get update"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    APT_UPDATED=1
-  fi
-  log "apt-get install $*"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
-}
-
 # 1. System packages.
-missing=()
-for entry in "${SYSTEM_PACKAGES[@]}"; do
-  read -r cmd pkg <<<"$entry"
-  if [ "$cmd" != "-" ]; then
-    command -v "$cmd" >/dev/null 2>&1 && continue
-  elif dpkg -s "$pkg" >/dev/null 2>&1; then
-    continue
-  fi
-  missing+=("$pkg")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  apt_install "${missing[@]}"
-fi
+install_missing "${SYSTEM_PACKAGES[@]}"
 
 # 2. The virtual environment, with Python 3.11.
 find_python311() {

@@ -1,0 +1,252 @@
+"""The reports of a run: `<date>-<size>.json` (raw), `.md` (tables) and `.png` (speedup chart).
+
+Speedups are over the `gcc` configuration (gcc -O3 -march=native): gcc's median time divided
+by the configuration's, so above 1 is faster than gcc. The geometric mean of a configuration
+is taken over the kernels where both it and gcc built, ran and validated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from bench_polybench.common import fmt
+from bench_polybench.results import FAILED, Cell, Suite
+
+BASELINE = "gcc"
+
+STATUS_TEXT = {
+    "missing": "missing",
+    "build-failed": "**build failed**",
+    "run-failed": "**run failed**",
+    "timeout": "**timeout**",
+    "invalid": "**invalid**",
+    "unvalidated": "**unvalidated**",
+}
+
+
+def speedup(suite: Suite, kernel: str, config: str, *, validated: bool = True) -> float | None:
+    """gcc's median time over `config`'s for `kernel` (None without both; with `validated`,
+    only where both validated)."""
+    base, cell = suite.cell(kernel, BASELINE), suite.cell(kernel, config)
+    if base is None or cell is None:
+        return None
+    if validated and not (base.ok and cell.ok):
+        return None
+    b, c = base.median, cell.median
+    if b is None or c is None or b <= 0 or c <= 0:
+        return None
+    return b / c
+
+
+def geomean(values: list[float]) -> float | None:
+    """The geometric mean of positive values, None for none."""
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def geomean_speedups(suite: Suite) -> dict[str, tuple[float | None, int]]:
+    """Per configuration: the geometric mean speedup over gcc, and over how many kernels."""
+    result: dict[str, tuple[float | None, int]] = {}
+    for config in suite.config_names:
+        values = [s for k in suite.kernels if (s := speedup(suite, k, config)) is not None]
+        result[config] = (geomean(values), len(values))
+    return result
+
+
+def _err(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if value == 0.0:
+        return "exact"
+    return "inf" if math.isinf(value) else f"{value:.1e}"
+
+
+def cell_text(suite: Suite, cell: Cell | None) -> str:
+    """A table cell: `median s · speedup× · validation (max error)`, or why there is none."""
+    if cell is None:
+        return "—"
+    if cell.status in ("missing", "build-failed") or not cell.times:
+        return STATUS_TEXT.get(cell.status, cell.status)
+    parts = [f"{cell.median:.4g} s"]
+    s = speedup(suite, cell.kernel, cell.config, validated=False)
+    if s is not None:
+        parts.append(f"{s:.2f}×" if s >= 0.1 else f"{s:.2g}×")
+    if cell.ok:
+        parts.append(f"ok ({_err(cell.max_rel_err)})")
+    else:
+        status = STATUS_TEXT.get(cell.status, cell.status)
+        parts.append(f"{status} ({_err(cell.max_rel_err)})" if cell.status == "invalid" else status)
+    return " · ".join(parts)
+
+
+def _one_line(message: str, limit: int = 400) -> str:
+    text = " / ".join(line.strip() for line in message.strip().splitlines() if line.strip())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def markdown(suite: Suite) -> str:
+    """The Markdown report: configurations, the kernel × configuration table, geometric means,
+    failures, what was not run, and polyflow's fallbacks."""
+    m = suite.machine
+    compilers = m.get("compilers") or {}
+    versions = "; ".join(f"{k}: {v}" for k, v in compilers.items() if v)
+    lines = [
+        f"# PolyBench-style suite: {suite.size} dataset",
+        "",
+        f"Run {suite.started}, {len(suite.kernels)} kernels, median of {suite.repeat} run(s) "
+        f"each, {suite.threads} thread(s) for the parallel configurations; every output checked "
+        f"against gcc -O2 at relative tolerance {suite.rtol:g}; run took {suite.seconds:.0f} s.",
+        "",
+        f"Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores. {versions}",
+        "",
+        "## Configurations",
+        "",
+        "| configuration | build; run | what |",
+        "|---|---|---|",
+    ]
+    for info in suite.configs:
+        what = info.description if info.missing is None else f"**missing**: {info.missing}"
+        lines.append(f"| {info.name} | `{info.build}` | {what} |")
+    lines += [
+        "",
+        "## Results",
+        "",
+        "Each cell: median kernel time · speedup over gcc (above 1: faster) · validation "
+        "(the largest relative error seen).",
+        "",
+        "| kernel | " + " | ".join(suite.config_names) + " |",
+        "|---|" + "---:|" * len(suite.configs),
+    ]
+    for kernel in suite.kernels:
+        row = [cell_text(suite, suite.cell(kernel, c)) for c in suite.config_names]
+        lines.append(f"| {kernel} | " + " | ".join(row) + " |")
+
+    lines += [
+        "",
+        "## Geometric mean speedup over gcc",
+        "",
+        "Over the kernels where both the configuration and gcc validated.",
+        "",
+        "| configuration | geomean speedup | kernels |",
+        "|---|---:|---:|",
+    ]
+    for config, (value, count) in geomean_speedups(suite).items():
+        lines.append(f"| {config} | {fmt(value, '.3f')} | {count} |")
+
+    failures = suite.failures()
+    lines += ["", "## Failures", ""]
+    if not failures:
+        lines.append("None.")
+    for cell in failures:
+        lines.append(f"- {cell.kernel} × {cell.config}: {cell.status}: {_one_line(cell.message)}")
+
+    not_run = [
+        f"- configuration {i.name}: missing: {i.missing}" for i in suite.configs if i.missing
+    ]
+    not_run += [f"- kernel {k}: {why}" for k, why in suite.missing_kernels.items()]
+    if not_run:
+        lines += ["", "## Not run", "", *not_run]
+
+    fallbacks = [
+        f"- {c.kernel} × {c.config}: `{name}` left to the C compiler: {_one_line(why, 200)}"
+        for c in suite.cells
+        if c.fallbacks
+        for name, why in c.fallbacks.items()
+    ]
+    if fallbacks:
+        lines += ["", "## polyflow: functions not compiled through MLIR", "", *fallbacks]
+    return "\n".join(lines) + "\n"
+
+
+def write_json(suite: Suite, path: Path) -> None:
+    data = suite.to_json()
+    data["speedups"] = {
+        config: {k: speedup(suite, k, config, validated=False) for k in suite.kernels}
+        for config in suite.config_names
+    }
+    data["geomean_speedups"] = {
+        config: {"geomean": value, "kernels": count}
+        for config, (value, count) in geomean_speedups(suite).items()
+    }
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def write_png(suite: Suite, path: Path) -> None:
+    """Grouped bars, one group per kernel (and the geometric mean), one bar per configuration
+    other than gcc: the speedup over gcc on a log scale. Only validated results are drawn; a red
+    cross at 1 marks a configuration that failed there (or whose gcc baseline did)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    configs = [i.name for i in suite.configs if i.name != BASELINE and i.missing is None]
+    groups = [*suite.kernels, "geomean"]
+    means = geomean_speedups(suite)
+    width = 0.8 / max(1, len(configs))
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.22 * len(groups) * max(2, len(configs))), 5.0))
+    drawn = False
+    failed_x: list[float] = []
+    for i, config in enumerate(configs):
+        xs: list[float] = []
+        ys: list[float] = []
+        for g, kernel in enumerate(groups):
+            x = g - 0.4 + width * (i + 0.5)
+            s = means[config][0] if kernel == "geomean" else speedup(suite, kernel, config)
+            if s is not None:
+                xs.append(x)
+                ys.append(s)
+            elif kernel != "geomean":
+                cell, base = suite.cell(kernel, config), suite.cell(kernel, BASELINE)
+                if (cell is not None and cell.status in FAILED) or (
+                    base is not None and base.status in FAILED
+                ):
+                    failed_x.append(x)
+        if ys:
+            ax.bar(xs, ys, width=width, label=config, color=plt.get_cmap("tab10")(i % 10))
+            drawn = True
+    if failed_x:
+        ax.scatter(
+            failed_x, [1.0] * len(failed_x), marker="x", color="red", zorder=3, label="failed"
+        )
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}×"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups, rotation=60, ha="right")
+    ax.set_xlim(-0.6, len(groups) - 0.4)
+    ax.set_ylabel("speedup over gcc -O3 (log scale)")
+    ax.set_title(
+        f"PolyBench-style suite, {suite.size} dataset "
+        f"({suite.threads} threads for the parallel configurations)"
+    )
+    ax.grid(axis="y", which="major", alpha=0.3)
+    if drawn or failed_x:
+        ax.legend(ncols=min(len(configs) + 1, 7), fontsize="small", loc="upper left")
+    if not drawn:
+        ax.text(0.5, 0.5, "no validated speedups to draw", transform=ax.transAxes, ha="center")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def report_stem(suite: Suite) -> str:
+    """`<date>-<size>`, the date being the run's start."""
+    return f"{suite.started[:10]}-{suite.size}"
+
+
+def write_reports(suite: Suite, out: Path) -> list[Path]:
+    """Write the JSON, Markdown and PNG reports into `out`; their paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    stem = report_stem(suite)
+    json_path, md_path, png_path = (out / f"{stem}.{ext}" for ext in ("json", "md", "png"))
+    write_json(suite, json_path)
+    md_path.write_text(markdown(suite))
+    write_png(suite, png_path)
+    return [json_path, md_path, png_path]

@@ -1,0 +1,366 @@
+"""Build every kernel with every configuration, run them, validate them against gcc -O2.
+
+    python -m bench_polybench [--size MINI|SMALL|MEDIUM|LARGE|EXTRALARGE] [--kernels a,b]
+                              [--configs gcc,polyflow,...] [--threads N] [--repeat 5]
+                              [--out DIR] [--timeout S] [--rtol 1e-6] [--jobs 2]
+
+Builds run side by side (`--jobs`, default 2); runs are sequential, so that they time alone:
+each kernel's configurations run in turn, `--repeat` rounds, and the median time is reported.
+Every run's dump is compared with the reference's (gcc -O2, built and run once per kernel).
+Results go to `<out>/<date>-<size>.{json,md,png}` (see report.py); the Markdown table is also
+printed. Exit status 1 when a build, a run or a validation failed (a configuration whose tool
+is missing is reported, not a failure), 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress, TaskID
+
+from bench_polybench import KERNELS, KERNELS_DIR, RESULTS_DIR, SIZES
+from bench_polybench.common import machine_info, parse_time, progress_display
+from bench_polybench.configs import (
+    CONFIGS,
+    REFERENCE,
+    BuildResult,
+    Config,
+    compiler_versions,
+    missing_reason,
+)
+from bench_polybench.dump import validate
+from bench_polybench.report import markdown, write_reports
+from bench_polybench.results import Cell, ConfigInfo, Suite
+
+
+@dataclass
+class RunOutcome:
+    """One execution of a kernel program."""
+
+    seconds: float | None
+    stdout: str
+    error: str | None = None  # why it failed
+    timed_out: bool = False
+
+
+def run_program(exe: Path, env: dict[str, str], timeout: float) -> RunOutcome:
+    """Run `exe` once; the time comes from its `time:` line on stderr."""
+    try:
+        proc = subprocess.run(
+            [str(exe)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+            cwd=exe.parent,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return RunOutcome(None, "", f"timed out after {timeout:g} s", timed_out=True)
+    except OSError as exc:
+        return RunOutcome(None, "", f"cannot run {exe.name}: {exc}")
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-10:]) or "(no output on stderr)"
+        return RunOutcome(None, proc.stdout, f"exit {proc.returncode}: {tail}")
+    seconds = parse_time(proc.stderr)
+    if seconds is None:
+        return RunOutcome(None, proc.stdout, "no 'time: <seconds>' line on stderr")
+    return RunOutcome(seconds, proc.stdout)
+
+
+def _apply_build(cell: Cell, built: BuildResult) -> None:
+    cell.build_command = built.command
+    cell.build_seconds = built.seconds
+    cell.compiled, cell.fallbacks, cell.warnings = built.compiled, built.fallbacks, built.warnings
+    if not built.ok:
+        cell.status, cell.message = "build-failed", built.message
+
+
+def run_suite(
+    *,
+    size: str,
+    kernels: Sequence[str],
+    configs: Sequence[str],
+    threads: int,
+    repeat: int,
+    rtol: float = 1e-6,
+    timeout: float = 600.0,
+    build_timeout: float = 600.0,
+    jobs: int = 2,
+    kernels_dir: Path = KERNELS_DIR,
+    build_dir: Path | None = None,
+    console: Console | None = None,
+) -> Suite:
+    """Build, run and validate `kernels` with `configs`; the result of every kernel × config."""
+    start = time.perf_counter()
+    console = console or Console(stderr=True)
+    suite = Suite(
+        size=size,
+        threads=threads,
+        repeat=repeat,
+        rtol=rtol,
+        timeout=timeout,
+        started=datetime.now().isoformat(timespec="seconds"),
+    )
+    sources: dict[str, Path] = {}
+    for kernel in kernels:
+        source = kernels_dir / f"{kernel}.c"
+        if source.is_file():
+            sources[kernel] = source
+            suite.kernels.append(kernel)
+        else:
+            suite.missing_kernels[kernel] = f"no kernel file {source}"
+
+    with console.status("checking the compilers"):
+        available: list[Config] = []
+        for name in configs:
+            config = CONFIGS[name]
+            why = missing_reason(name)
+            suite.configs.append(
+                ConfigInfo(name, config.description, config.describe(threads), threads, why)
+            )
+            if why is None:
+                available.append(config)
+        reference_missing = missing_reason(REFERENCE.name)
+        suite.machine = machine_info(compiler_versions())
+
+    for kernel in suite.kernels:
+        suite.reference[kernel] = Cell(kernel, REFERENCE.name)
+        for info in suite.configs:
+            cell = Cell(kernel, info.name)
+            if info.missing is not None:
+                cell.status, cell.message = "missing", info.missing
+            suite.cells.append(cell)
+
+    with tempfile.TemporaryDirectory(prefix="polyflow-bench-") as tmp:
+        workdir = build_dir or Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        with progress_display(console) as bar:
+            _build_all(
+                suite, sources, available, reference_missing, workdir, build_timeout, jobs, bar
+            )
+            _run_all(suite, available, workdir, bar)
+    suite.seconds = time.perf_counter() - start
+    return suite
+
+
+def _exe(workdir: Path, size: str, kernel: str, config: str) -> Path:
+    return workdir / f"{kernel}.{size}.{config}"
+
+
+def _build_all(
+    suite: Suite,
+    sources: dict[str, Path],
+    available: list[Config],
+    reference_missing: str | None,
+    workdir: Path,
+    timeout: float,
+    jobs: int,
+    bar: Progress,
+) -> None:
+    work: list[tuple[Cell, Config]] = []
+    for kernel in suite.kernels:
+        ref = suite.reference[kernel]
+        if reference_missing is not None:
+            ref.status, ref.message = "build-failed", f"missing: {reference_missing}"
+        else:
+            work.append((ref, REFERENCE))
+        for config in available:
+            cell = suite.cell(kernel, config.name)
+            assert cell is not None
+            work.append((cell, config))
+    task = bar.add_task("building", total=len(work))
+
+    def build(item: tuple[Cell, Config]) -> tuple[Cell, BuildResult]:
+        cell, config = item
+        exe = _exe(workdir, suite.size, cell.kernel, config.name)
+        return cell, config.build(sources[cell.kernel], exe, suite.size, suite.threads, timeout)
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for future in as_completed([pool.submit(build, item) for item in work]):
+            cell, built = future.result()
+            _apply_build(cell, built)
+            status = "" if built.ok else " [red]failed[/]"
+            bar.update(task, description=f"built {cell.kernel} ({cell.config}){status}")
+            bar.advance(task)
+    bar.update(task, description="building: done")
+
+
+def _run_all(suite: Suite, available: list[Config], workdir: Path, bar: Progress) -> None:
+    cells: dict[str, list[tuple[Cell, Config]]] = {}
+    for kernel in suite.kernels:
+        cells[kernel] = []
+        for config in available:
+            cell = suite.cell(kernel, config.name)
+            assert cell is not None
+            if cell.status == "ok":
+                cells[kernel].append((cell, config))
+    total = sum(1 + suite.repeat * len(v) for v in cells.values())
+    task: TaskID = bar.add_task("running", total=total)
+    for kernel in suite.kernels:
+        ref = suite.reference[kernel]
+        reference_dump: str | None = None
+        bar.update(task, description=f"running {kernel} (reference {REFERENCE.name})")
+        if ref.status == "ok":
+            outcome = run_program(
+                _exe(workdir, suite.size, kernel, REFERENCE.name),
+                REFERENCE.env(suite.threads),
+                suite.timeout,
+            )
+            _record(ref, outcome)
+            if ref.status == "ok":
+                reference_dump = outcome.stdout
+        bar.advance(task)
+        live = list(cells[kernel])
+        for round_ in range(suite.repeat):
+            for cell, config in list(live):
+                bar.update(
+                    task,
+                    description=f"running {kernel} ({config.name}) {round_ + 1}/{suite.repeat}",
+                )
+                outcome = run_program(
+                    _exe(workdir, suite.size, kernel, config.name),
+                    config.env(suite.threads),
+                    suite.timeout,
+                )
+                _record(cell, outcome)
+                if outcome.error is not None:  # no more rounds for it
+                    live.remove((cell, config))
+                    bar.advance(task, suite.repeat - round_)
+                    continue
+                _check(cell, outcome.stdout, reference_dump, ref, suite.rtol)
+                bar.advance(task)
+    bar.update(task, description="running: done")
+
+
+def _record(cell: Cell, outcome: RunOutcome) -> None:
+    if outcome.error is not None:
+        cell.status = "timeout" if outcome.timed_out else "run-failed"
+        cell.message = outcome.error
+    elif outcome.seconds is not None:
+        cell.times.append(outcome.seconds)
+
+
+def _check(cell: Cell, dump: str, reference_dump: str | None, ref: Cell, rtol: float) -> None:
+    """Validate one run's dump; the cell keeps the worst error and the first failure's reason."""
+    if reference_dump is None:
+        if cell.status == "ok":
+            cell.status = "unvalidated"
+            cell.message = f"the reference ({REFERENCE.name}) failed: {ref.status}"
+        return
+    verdict = validate(reference_dump, dump, rtol)
+    cell.max_rel_err = max(cell.max_rel_err or 0.0, verdict.max_rel_err)
+    if not verdict.ok and cell.status == "ok":
+        cell.status, cell.message = "invalid", verdict.message
+
+
+def _csv(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench_polybench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--size", default="LARGE", type=str.upper, choices=SIZES)
+    parser.add_argument("--kernels", help="comma-separated kernel names (default: all 30)")
+    parser.add_argument(
+        "--configs",
+        help=f"comma-separated configurations (default: all: {','.join(CONFIGS)})",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="threads of the parallel configurations (default: the core count)",
+    )
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each program (default 5)")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="where reports go")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run (600)")
+    parser.add_argument(
+        "--build-timeout", type=float, default=600.0, help="seconds per build (600)"
+    )
+    parser.add_argument("--rtol", type=float, default=1e-6, help="validation tolerance (1e-6)")
+    parser.add_argument("--jobs", type=int, default=2, help="builds run side by side (2)")
+    parser.add_argument(
+        "--kernels-dir", type=Path, default=KERNELS_DIR, help="directory of the kernel files"
+    )
+    parser.add_argument("--keep", type=Path, help="build in this directory and keep the programs")
+    parser.add_argument(
+        "--list-configs",
+        action="store_true",
+        help="list the configurations and whether each is here",
+    )
+    parser.add_argument(
+        "--from-json", type=Path, help="only rewrite the reports of an earlier run's JSON"
+    )
+    args = parser.parse_args(argv)
+    args.kernel_list = _csv(args.kernels) if args.kernels else list(KERNELS)
+    unknown = [k for k in args.kernel_list if k not in KERNELS]
+    if unknown:
+        parser.error(f"unknown kernel(s): {', '.join(unknown)} (known: {', '.join(KERNELS)})")
+    args.config_list = _csv(args.configs) if args.configs else list(CONFIGS)
+    unknown = [c for c in args.config_list if c not in CONFIGS]
+    if unknown:
+        parser.error(
+            f"unknown configuration(s): {', '.join(unknown)} (known: {', '.join(CONFIGS)})"
+        )
+    for name in ("threads", "repeat", "jobs"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    if args.timeout <= 0 or args.build_timeout <= 0 or args.rtol < 0:
+        parser.error("--timeout and --build-timeout must be positive, --rtol not negative")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    console = Console(stderr=True)
+    if args.list_configs:
+        for name, config in CONFIGS.items():
+            why = missing_reason(name)
+            state = "available" if why is None else f"missing: {why}"
+            print(
+                f"{name:14} {config.describe(args.threads)}\n{'':14} {config.description}; {state}"
+            )
+        return 0
+    if args.from_json:
+        suite = Suite.from_json(json.loads(args.from_json.read_text()))
+    else:
+        suite = run_suite(
+            size=args.size,
+            kernels=args.kernel_list,
+            configs=args.config_list,
+            threads=args.threads,
+            repeat=args.repeat,
+            rtol=args.rtol,
+            timeout=args.timeout,
+            build_timeout=args.build_timeout,
+            jobs=args.jobs,
+            kernels_dir=args.kernels_dir,
+            build_dir=args.keep,
+            console=console,
+        )
+    paths = write_reports(suite, args.out)
+    print(markdown(suite))
+    for path in paths:
+        console.print(f"wrote {path}")
+    return 1 if suite.failures() else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""bench_polybench's runner on made-up kernels: how build failures, crashes, timeouts and missing
+files are recorded, and the command line's checks."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from bench_polybench import runner
+from bench_polybench.report import write_json
+from bench_polybench.results import Suite
+
+GOOD = r"""#include "bench.h"
+#ifdef MINI_DATASET
+#define N 10
+#else
+#define N 1000
+#endif
+static void kernel_k(int n, DATA_TYPE A[N]) { for (int i = 0; i < n; i++) A[i] = A[i] * 2.0 + i; }
+int main(void) {
+  DATA_TYPE *A = BENCH_ALLOC(DATA_TYPE, N);
+  bench_timer_start();
+  kernel_k(N, A);
+  bench_timer_stop();
+  bench_timer_print();
+  bench_dump("A", A, N);
+  free(A);
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> Suite:
+    kernels = tmp_path_factory.mktemp("kernels")
+    (kernels / "gemm.c").write_text(GOOD)
+    (kernels / "atax.c").write_text(GOOD.replace("A[i] * 2.0", "A[i] * undeclared"))
+    (kernels / "bicg.c").write_text(GOOD.replace("free(A);", "free(A); return 3;"))
+    (kernels / "mvt.c").write_text(GOOD.replace("bench_timer_start();", "for (;;) {}"))
+    (kernels / "syrk.c").write_text(GOOD.replace("bench_timer_print();", ""))
+    return runner.run_suite(
+        size="MINI",
+        kernels=["gemm", "atax", "bicg", "mvt", "syrk", "lu"],
+        configs=["gcc", "gcc-omp"],
+        threads=2,
+        repeat=2,
+        timeout=1.0,
+        kernels_dir=kernels,
+        console=Console(file=io.StringIO()),
+    )
+
+
+def test_a_good_kernel_runs_repeat_times_and_validates(suite: Suite) -> None:
+    cell = suite.cell("gemm", "gcc")
+    assert cell is not None and cell.status == "ok", cell
+    assert len(cell.times) == 2 and cell.max_rel_err == 0.0
+    assert cell.build_command.startswith("gcc -O3 -march=native ")
+    assert "-DMINI_DATASET" in cell.build_command and cell.build_command.endswith("-lm")
+    omp = suite.cell("gemm", "gcc-omp")
+    assert omp is not None and "-ftree-parallelize-loops=2" in omp.build_command
+    assert suite.reference["gemm"].status == "ok"
+
+
+def test_failures_are_recorded_with_their_reason(suite: Suite) -> None:
+    for config in ("gcc", "gcc-omp"):
+        atax, bicg = suite.cell("atax", config), suite.cell("bicg", config)
+        mvt, syrk = suite.cell("mvt", config), suite.cell("syrk", config)
+        assert atax is not None and atax.status == "build-failed" and "undeclared" in atax.message
+        assert (
+            bicg is not None and bicg.status == "run-failed" and bicg.message.startswith("exit 3")
+        )
+        assert bicg.times == []  # no second run after a failure
+        assert mvt is not None and mvt.status == "timeout" and "1 s" in mvt.message
+        assert syrk is not None and syrk.status == "run-failed" and "time:" in syrk.message
+    assert suite.reference["atax"].status == "build-failed"
+    assert suite.missing_kernels.keys() == {"lu"} and "lu.c" in suite.missing_kernels["lu"]
+    assert {(c.kernel, c.config) for c in suite.failures()} >= {("atax", "gcc"), ("mvt", "gcc")}
+
+
+def test_the_command_line_checks_its_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["--kernels", "gemm,nope"], ["--configs", "icc"], ["--repeat", "0"]):
+        with pytest.raises(SystemExit) as exc:
+            runner.parse_args(argv)
+        assert exc.value.code == 2
+    assert "unknown kernel(s): nope" in capsys.readouterr().err
+    args = runner.parse_args(["--size", "mini", "--kernels", "gemm, lu", "--configs", "gcc"])
+    assert (
+        args.size == "MINI" and args.kernel_list == ["gemm", "lu"] and args.config_list == ["gcc"]
+    )
+
+
+def test_main_rewrites_reports_from_json(suite: Suite, tmp_path: Path) -> None:
+    write_json(suite, tmp_path / "run.json")
+    assert json.loads((tmp_path / "run.json").read_text())["size"] == "MINI"
+    code = runner.main(["--from-json", str(tmp_path / "run.json"), "--out", str(tmp_path / "o")])
+    assert code == 1  # the run had failures
+    assert sorted(p.suffix for p in (tmp_path / "o").iterdir()) == [".json", ".md", ".png"]
