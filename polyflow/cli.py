@@ -39,6 +39,13 @@ def _build_parser() -> argparse.ArgumentParser:
     build.add_argument(
         "--cc", default="cc", help="the system C compiler for the rest of the program"
     )
+    build.add_argument(
+        "--fp-contract",
+        dest="fp_contract",
+        choices=["off", "fast"],
+        default="fast",
+        help="fuse multiply-adds ('fast', like gcc) or never ('off')",
+    )
     build.add_argument("--time", action="store_true", help="print the time of each stage")
     return parser
 
@@ -49,6 +56,8 @@ def _normalize_argv(argv: list[str]) -> list[str]:
     for arg in argv:
         if len(arg) == 3 and arg.startswith("-O") and arg[2].isdigit():
             out += ["-O", arg[2]]
+        elif arg.startswith("-ffp-contract="):
+            out += ["--fp-contract", arg.split("=", 1)[1]]
         elif arg.startswith("-march="):
             out += ["--march", arg.split("=", 1)[1]]
         elif arg.startswith(("-I", "-D")) and len(arg) > 2:
@@ -70,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             include_dirs=tuple(args.include_dirs),
             defines=tuple(args.defines),
             cc=args.cc,
+            fp_contract=args.fp_contract,
         )
         return _build(args, options)
     except CompileError as exc:

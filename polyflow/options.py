@@ -38,6 +38,11 @@ class Options(BaseModel):
         description="the system C compiler used for the rest of the program and linking",
     )
     cflags: tuple[str, ...] = Field(default=(), description="extra flags for the system C compiler")
+    fp_contract: Literal["off", "fast"] = Field(
+        default="fast",
+        description="fuse a*b+c into fused multiply-adds where the target has them "
+        "('fast', gcc's default for GNU C) or never ('off', bit-exact with separate * and +)",
+    )
 
     def cache_key(self) -> str:
         """A stable digest of every option, for content-addressed caches."""

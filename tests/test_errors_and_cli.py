@@ -171,3 +171,29 @@ def test_backend_failure_falls_back_to_the_c_compiler(
     )
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
     assert out == "0.5 3.5 1\n"
+
+
+@pytest.mark.parametrize("contract,expect_fma", [("fast", True), ("off", False)])
+def test_fp_contract_controls_fused_multiply_add(
+    tmp_path: Path, contract: str, expect_fma: bool
+) -> None:
+    """Like gcc, polyflow fuses a*b+c on targets with FMA unless told not to (haswell has FMA)."""
+    src = tmp_path / "axpy.c"
+    src.write_text(
+        "void axpy(int n, double a, double *x, double *y) { for (int i = 0; i < n; i++) y[i] = a * x[i] + y[i]; }\n"
+    )
+    obj = tmp_path / "axpy.o"
+    argv = [
+        "build",
+        str(src),
+        "--emit=obj",
+        "-o",
+        str(obj),
+        "-march=haswell",
+        f"-ffp-contract={contract}",
+    ]
+    assert main(argv) == 0
+    disassembly = subprocess.run(
+        ["objdump", "-d", str(obj)], capture_output=True, text=True, check=True
+    ).stdout
+    assert ("vfmadd" in disassembly) == expect_fma

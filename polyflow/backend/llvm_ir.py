@@ -50,6 +50,7 @@ def compile_llvm_ir_to_object(text: str, output: Path, options: Options) -> Path
                 str(llvm_bin("llc")),
                 level,
                 *_cpu_flags(options),
+                f"-fp-contract={options.fp_contract}",
                 "-relocation-model=pic",
                 "-filetype=obj",
                 str(src),
