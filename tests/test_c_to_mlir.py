@@ -110,3 +110,27 @@ def test_statements_are_named_and_located() -> None:
         'loc("S0"(loc("t.c":3:5)))',
         'loc("S1"(loc("t.c":4:5)))',
     ]
+
+
+def test_internal_error_in_one_function_leaves_only_that_one_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import polyflow.frontend.c as c
+
+    original = c.FunctionEmitter.emit_body
+
+    def broken_for_f(self: c.FunctionEmitter, body: object) -> None:
+        if self.fn.name == "f":
+            raise KeyError("simulated")
+        original(self, body)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(c.FunctionEmitter, "emit_body", broken_for_f)
+    cmod = emit_c_module(
+        parse_c(
+            "int g(int x) { return x + 1; }\nint f(int x) { return x * 2; }\n", "t.c", Options()
+        )
+    )
+    assert sorted(cmod.functions) == ["g"]
+    assert cmod.skipped["f"].reason == "internal error in polyflow (KeyError: 'simulated')"
+    text = str(cmod.module)
+    assert "@f(" not in text and "@__polyflow_f(" not in text and "@g(" in text

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -14,7 +13,6 @@ from polyflow.backend.llvm_ir import compile_llvm_ir_to_object
 from polyflow.errors import CompileError
 from polyflow.frontend.c import CFunction, CModule, emit_c_module
 from polyflow.frontend.c_parse import parse_c, preprocessor_flags
-from polyflow.frontend.c_types import Unsupported
 from polyflow.options import EmitStage, Options
 from polyflow.pipeline import PipelineResult, run_pipeline
 
@@ -29,10 +27,12 @@ class BuildReport:
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
-
-def _warning(exc: Unsupported, name: str, filename: str) -> str:
-    where = exc.where or filename
-    return f"{where}: warning: function '{name}' is left to the C compiler: {exc.reason}"
+    def leave_to_cc(self, name: str, where: str, reason: str) -> None:
+        """Record that `name` is built by the C compiler, and warn with the reason."""
+        self.fallbacks[name] = reason
+        self.warnings.append(
+            f"{where}: warning: function '{name}' is left to the C compiler: {reason}"
+        )
 
 
 def _read_source(source: str | Path) -> tuple[str, str, Path | None]:
@@ -60,10 +60,7 @@ def _locate_bodies(
         else:
             bodies[name] = (fn, span)
             continue
-        report.fallbacks[name] = reason
-        report.warnings.append(
-            f"{cmod.filename}:{line}: warning: function '{name}' is left to the C compiler: {reason}"
-        )
+        report.leave_to_cc(name, f"{cmod.filename}:{line}", reason)
     return bodies
 
 
@@ -90,8 +87,7 @@ def build_program(
     cmod = emit_c_module(parsed, only=options.functions, external_calls=emit == "exe")
     report.timings["frontend"] = time.perf_counter() - start
     for name, exc in cmod.skipped.items():
-        report.fallbacks[name] = exc.reason
-        report.warnings.append(_warning(exc, name, filename))
+        report.leave_to_cc(name, exc.where or filename, exc.reason)
     if options.functions is not None:
         for name in options.functions:
             if name not in cmod.functions and name not in cmod.skipped:
@@ -186,8 +182,3 @@ def _compile_rest(
         str(spliced),
     ]
     _run_cc(cmd, "compiling the rest of the program with the C compiler", filename)
-
-
-def print_warnings(report: BuildReport) -> None:
-    for w in report.warnings:
-        print(w, file=sys.stderr)

@@ -1383,7 +1383,7 @@ class FunctionEmitter:
                         memref.store(arg, slot, [])
                         self.bind(pname, Var(ptype, slot=slot))
                 self.emit_body(fn.node.body)
-        except Unsupported:
+        except Exception:  # Unsupported, or a bug of ours: leave no half-built function behind
             fop.operation.erase()
             raise
         return fop
@@ -1512,7 +1512,7 @@ def emit_c_abi_entry(module: ir.Module, fn: CFunction, scope: FileScope) -> func
                 )
             call = func.CallOp(results, ir.FlatSymbolRefAttr.get(fn.name), operands)
             func.ReturnOp(list(call.results))
-    except Unsupported:
+    except Exception:
         fop.operation.erase()
         raise
     return fop
@@ -1663,26 +1663,21 @@ def _emit_one(
     skipped: dict[str, Unsupported],
 ) -> None:
     emitter = FunctionEmitter(scope, functions, f, external=external)
+    impl: func.FuncOp | None = None
     try:
-        impl = emitter.emit(module)
+        impl = emitter.emit(module)  # on failure, emit() has removed what it built
         impl.operation.verify()
-    except Unsupported as exc:
-        skipped[f.name] = exc
-        return
-    except Exception as exc:  # a bug of ours must cost speed, never correctness
-        for op in module.body.operations:
-            if getattr(op, "sym_name", None) is not None and op.sym_name.value == f.name:
-                op.operation.erase()
-                break
-        skipped[f.name] = Unsupported(
-            f"internal error in polyflow ({type(exc).__name__}: {exc})", f.node.decl
-        )
-        return
-    try:
         entry = emit_c_abi_entry(module, f, scope)
-    except Unsupported as exc:
-        impl.operation.erase()
-        skipped[f.name] = exc
+    except Exception as exc:  # a bug of ours must cost speed, never correctness
+        if impl is not None:
+            impl.operation.erase()
+        skipped[f.name] = (
+            exc
+            if isinstance(exc, Unsupported)
+            else Unsupported(
+                f"internal error in polyflow ({type(exc).__name__}: {exc})", f.node.decl
+            )
+        )
         return
     emitted[f.name] = _Emitted([impl, entry], emitter.called_externally)
 
