@@ -79,6 +79,7 @@ class Suite:
     missing_kernels: dict[str, str] = field(default_factory=dict)  # requested, no file: why
     reference: dict[str, Cell] = field(default_factory=dict)  # gcc -O2, per kernel
     cells: list[Cell] = field(default_factory=list)
+    completed: list[str] = field(default_factory=list)  # kernels whose every run is recorded
 
     def cell(self, kernel: str, config: str) -> Cell | None:
         for c in self.cells:
@@ -108,6 +109,7 @@ class Suite:
         """The Suite that to_json() wrote (derived keys, like medians, are ignored)."""
         cell_keys = {f.name for f in fields(Cell)}
         suite_keys = {f.name for f in fields(cls)} - {"configs", "reference", "cells"}
+        data = {"completed": list(data.get("kernels", [])), **data}  # runs before checkpoints
 
         def cell(d: dict[str, Any]) -> Cell:
             d = {k: v for k, v in d.items() if k in cell_keys}

@@ -8,7 +8,9 @@ Builds run side by side (`--jobs`, default 2); runs are sequential, so that they
 each kernel's configurations run in turn, `--repeat` rounds, and the median time is reported.
 Every run's dump is compared with the reference's (gcc -O2, built and run once per kernel).
 Results go to `<out>/<date>-<size>.{json,md,png}` (see report.py); the Markdown table is also
-printed. Exit status 1 when a build, a run or a validation failed (a configuration whose tool
+printed. After each kernel the results so far are saved to `<out>/<size>.partial.json`;
+`--resume` continues such a run (same size, threads, repeat and configurations) from the
+first kernel it had not finished, so an interrupted LARGE run loses one kernel at most. Exit status 1 when a build, a run or a validation failed (a configuration whose tool
 is missing is reported, not a failure), 2 on bad arguments.
 """
 
@@ -21,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime
@@ -102,8 +104,14 @@ def run_suite(
     kernels_dir: Path = KERNELS_DIR,
     build_dir: Path | None = None,
     console: Console | None = None,
+    checkpoint: Path | None = None,
+    resume: Suite | None = None,
 ) -> Suite:
-    """Build, run and validate `kernels` with `configs`; the result of every kernel × config."""
+    """Build, run and validate `kernels` with `configs`; the result of every kernel × config.
+
+    With `checkpoint`, the suite so far is written there as JSON after every kernel; `resume`
+    is such a saved suite, whose completed kernels are kept and not run again.
+    """
     start = time.perf_counter()
     console = console or Console(stderr=True)
     suite = Suite(
@@ -114,6 +122,11 @@ def run_suite(
         timeout=timeout,
         started=datetime.now().isoformat(timespec="seconds"),
     )
+    done: set[str] = set()
+    if resume is not None:
+        _check_resumable(resume, suite, configs)
+        suite.started, suite.seconds = resume.started, resume.seconds
+        done = set(resume.completed)
     sources: dict[str, Path] = {}
     for kernel in kernels:
         source = kernels_dir / f"{kernel}.c"
@@ -137,23 +150,47 @@ def run_suite(
         suite.machine = machine_info(compiler_versions())
 
     for kernel in suite.kernels:
+        if kernel in done and resume is not None:
+            suite.reference[kernel] = resume.reference[kernel]
+            suite.cells.extend(c for c in resume.cells if c.kernel == kernel)
+            suite.completed.append(kernel)
+            continue
         suite.reference[kernel] = Cell(kernel, REFERENCE.name)
         for info in suite.configs:
             cell = Cell(kernel, info.name)
             if info.missing is not None:
                 cell.status, cell.message = "missing", info.missing
             suite.cells.append(cell)
+    todo = {k: v for k, v in sources.items() if k not in done}
+    earlier = suite.seconds
+
+    def save() -> None:
+        suite.seconds = earlier + time.perf_counter() - start
+        if checkpoint is not None:
+            checkpoint.parent.mkdir(parents=True, exist_ok=True)
+            tmp_path = checkpoint.with_suffix(".tmp")
+            tmp_path.write_text(json.dumps(suite.to_json(), indent=1))
+            tmp_path.replace(checkpoint)
 
     with tempfile.TemporaryDirectory(prefix="polyflow-bench-") as tmp:
         workdir = build_dir or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
         with progress_display(console) as bar:
-            _build_all(
-                suite, sources, available, reference_missing, workdir, build_timeout, jobs, bar
-            )
-            _run_all(suite, available, workdir, bar)
-    suite.seconds = time.perf_counter() - start
+            _build_all(suite, todo, available, reference_missing, workdir, build_timeout, jobs, bar)
+            _run_all(suite, list(todo), available, workdir, bar, save)
+    save()
     return suite
+
+
+def _check_resumable(saved: Suite, fresh: Suite, configs: Sequence[str]) -> None:
+    """A run can only be continued with the parameters it started with."""
+    ours = (fresh.size, fresh.threads, fresh.repeat, list(configs))
+    theirs = (saved.size, saved.threads, saved.repeat, saved.config_names)
+    if ours != theirs:
+        raise ValueError(
+            "--resume: the saved run used size, threads, repeat, configurations = "
+            f"{theirs}, this one {ours}"
+        )
 
 
 def _exe(workdir: Path, size: str, kernel: str, config: str) -> Path:
@@ -171,7 +208,7 @@ def _build_all(
     bar: Progress,
 ) -> None:
     work: list[tuple[Cell, Config]] = []
-    for kernel in suite.kernels:
+    for kernel in sources:
         ref = suite.reference[kernel]
         if reference_missing is not None:
             ref.status, ref.message = "build-failed", f"missing: {reference_missing}"
@@ -198,9 +235,16 @@ def _build_all(
     bar.update(task, description="building: done")
 
 
-def _run_all(suite: Suite, available: list[Config], workdir: Path, bar: Progress) -> None:
+def _run_all(
+    suite: Suite,
+    kernels: list[str],
+    available: list[Config],
+    workdir: Path,
+    bar: Progress,
+    save: Callable[[], None],
+) -> None:
     cells: dict[str, list[tuple[Cell, Config]]] = {}
-    for kernel in suite.kernels:
+    for kernel in kernels:
         cells[kernel] = []
         for config in available:
             cell = suite.cell(kernel, config.name)
@@ -209,7 +253,7 @@ def _run_all(suite: Suite, available: list[Config], workdir: Path, bar: Progress
                 cells[kernel].append((cell, config))
     total = sum(1 + suite.repeat * len(v) for v in cells.values())
     task: TaskID = bar.add_task("running", total=total)
-    for kernel in suite.kernels:
+    for kernel in kernels:
         ref = suite.reference[kernel]
         reference_dump: str | None = None
         bar.update(task, description=f"running {kernel} (reference {REFERENCE.name})")
@@ -242,6 +286,8 @@ def _run_all(suite: Suite, available: list[Config], workdir: Path, bar: Progress
                     continue
                 _check(cell, outcome.stdout, reference_dump, ref, suite.rtol)
                 bar.advance(task)
+        suite.completed.append(kernel)
+        save()
     bar.update(task, description="running: done")
 
 
@@ -308,6 +354,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--from-json", type=Path, help="only rewrite the reports of an earlier run's JSON"
     )
+    parser.add_argument(
+        "--resume",
+        type=Path,
+        help="continue the run saved in this checkpoint (<out>/<size>.partial.json)",
+    )
     args = parser.parse_args(argv)
     args.kernel_list = _csv(args.kernels) if args.kernels else list(KERNELS)
     unknown = [k for k in args.kernel_list if k not in KERNELS]
@@ -341,20 +392,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.from_json:
         suite = Suite.from_json(json.loads(args.from_json.read_text()))
     else:
-        suite = run_suite(
-            size=args.size,
-            kernels=args.kernel_list,
-            configs=args.config_list,
-            threads=args.threads,
-            repeat=args.repeat,
-            rtol=args.rtol,
-            timeout=args.timeout,
-            build_timeout=args.build_timeout,
-            jobs=args.jobs,
-            kernels_dir=args.kernels_dir,
-            build_dir=args.keep,
-            console=console,
-        )
+        resume = Suite.from_json(json.loads(args.resume.read_text())) if args.resume else None
+        checkpoint = args.out / f"{args.size.lower()}.partial.json"
+        try:
+            suite = run_suite(
+                size=args.size,
+                kernels=args.kernel_list,
+                configs=args.config_list,
+                threads=args.threads,
+                repeat=args.repeat,
+                rtol=args.rtol,
+                timeout=args.timeout,
+                build_timeout=args.build_timeout,
+                jobs=args.jobs,
+                kernels_dir=args.kernels_dir,
+                build_dir=args.keep,
+                console=console,
+                checkpoint=checkpoint,
+                resume=resume,
+            )
+        except ValueError as exc:
+            console.print(f"[red]error:[/] {exc}")
+            return 2
+        checkpoint.unlink(missing_ok=True)
     paths = write_reports(suite, args.out)
     print(markdown(suite))
     for path in paths:

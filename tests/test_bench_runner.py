@@ -99,3 +99,35 @@ def test_main_rewrites_reports_from_json(suite: Suite, tmp_path: Path) -> None:
     code = runner.main(["--from-json", str(tmp_path / "run.json"), "--out", str(tmp_path / "o")])
     assert code == 1  # the run had failures
     assert sorted(p.suffix for p in (tmp_path / "o").iterdir()) == [".json", ".md", ".png"]
+
+
+def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    for name in ("gemm", "syrk"):
+        (kernels / f"{name}.c").write_text(GOOD)
+    common = dict(
+        size="MINI",
+        kernels=["gemm", "syrk"],
+        configs=["gcc"],
+        threads=1,
+        repeat=1,
+        kernels_dir=kernels,
+        console=Console(file=io.StringIO()),
+    )
+    checkpoint = tmp_path / "mini.partial.json"
+    first = runner.run_suite(**common, checkpoint=checkpoint)  # type: ignore[arg-type]
+    assert first.completed == ["gemm", "syrk"]
+    saved = json.loads(checkpoint.read_text())
+    assert saved["completed"] == ["gemm", "syrk"]
+    # As if the run had stopped after gemm: syrk runs again, gemm's result is kept as it was.
+    saved["completed"] = ["gemm"]
+    saved["cells"][0]["times"] = [123.0]
+    (kernels / "gemm.c").write_text("this would not build")
+    resumed = runner.run_suite(**common, resume=Suite.from_json(saved))  # type: ignore[arg-type]
+    gemm, syrk = resumed.cell("gemm", "gcc"), resumed.cell("syrk", "gcc")
+    assert gemm is not None and gemm.status == "ok" and gemm.times == [123.0]
+    assert syrk is not None and syrk.status == "ok" and len(syrk.times) == 1
+    assert resumed.completed == ["gemm", "syrk"]
+    with pytest.raises(ValueError, match="repeat"):
+        runner.run_suite(**{**common, "repeat": 2}, resume=Suite.from_json(saved))  # type: ignore[arg-type]
