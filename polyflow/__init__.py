@@ -5,7 +5,7 @@ from polyflow.options import Options
 
 __version__ = "0.1.0"
 
-__all__ = ["CompileError", "Options", "__version__", "build_program", "compile_c"]
+__all__ = ["CompileError", "Options", "__version__", "build_program", "compile_c", "raise_report"]
 
 
 def __getattr__(name: str):  # lazy: importing polyflow must not load MLIR
@@ -17,4 +17,9 @@ def __getattr__(name: str):  # lazy: importing polyflow must not load MLIR
         from polyflow.backend.driver import build_program
 
         return build_program
+    if name == "raise_report":
+        import importlib
+
+        # `raise` is a Python keyword: the package can only be loaded by name
+        return importlib.import_module("polyflow.raise.report").raise_report
     raise AttributeError(name)

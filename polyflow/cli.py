@@ -8,7 +8,8 @@ from pathlib import Path
 
 from polyflow.errors import CompileError
 
-EMITS = ["mlir", "llvm-dialect", "llvm", "obj", "exe"]
+EMITS = ["mlir", "affine", "llvm-dialect", "llvm", "obj", "exe"]
+TEXT_STAGES = ("mlir", "affine", "llvm-dialect")  # to stdout unless -o says otherwise
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -46,6 +47,17 @@ def _build_parser() -> argparse.ArgumentParser:
         default="fast",
         help="fuse multiply-adds ('fast', like gcc) or never ('off')",
     )
+    build.add_argument(
+        "--no-raise-affine",
+        dest="raise_affine",
+        action="store_false",
+        help="do not raise loops to the affine dialect (keep the frontend's scf code)",
+    )
+    build.add_argument(
+        "--report",
+        action="store_true",
+        help="print what raising to affine made of each loop, and why not, on stderr",
+    )
     build.add_argument("--time", action="store_true", help="print the time of each stage")
     return parser
 
@@ -80,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             defines=tuple(args.defines),
             cc=args.cc,
             fp_contract=args.fp_contract,
+            raise_affine=args.raise_affine,
         )
         return _build(args, options)
     except CompileError as exc:
@@ -98,9 +111,7 @@ def _build(args: argparse.Namespace, options: object) -> int:
         "obj": source.with_suffix(".o"),
         "llvm": source.with_suffix(".ll"),
     }
-    to_stdout = args.output == "-" or (
-        args.output is None and args.emit in ("mlir", "llvm-dialect")
-    )
+    to_stdout = args.output == "-" or (args.output is None and args.emit in TEXT_STAGES)
     if to_stdout and args.emit in ("exe", "obj"):
         print("polyflow: error: binary output cannot go to stdout", file=sys.stderr)
         return 1
@@ -110,9 +121,17 @@ def _build(args: argparse.Namespace, options: object) -> int:
             if to_stdout
             else Path(args.output or default.get(args.emit, "a.out"))
         )
-        report = build_program(source, output, options=options, emit=args.emit)  # type: ignore[arg-type]
+        report = build_program(
+            source,
+            output,
+            options=options,  # type: ignore[arg-type]
+            emit=args.emit,
+            raise_report=args.report,
+        )
         for warning in report.warnings:
             print(warning, file=sys.stderr)
+        if report.raising is not None:  # stderr, so that `-o -` output stays clean
+            print(report.raising.format(), file=sys.stderr)
         if to_stdout:
             sys.stdout.write(output.read_text())
     if args.time:

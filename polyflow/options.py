@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-EmitStage = Literal["mlir", "llvm-dialect", "llvm", "obj", "exe"]
+EmitStage = Literal["mlir", "affine", "llvm-dialect", "llvm", "obj", "exe"]
 
 
 class Options(BaseModel):
@@ -24,6 +24,11 @@ class Options(BaseModel):
     march: str = Field(
         default="",
         description="target CPU for LLVM and the C compiler ('' = generic x86-64, 'native' = this machine)",
+    )
+    raise_affine: bool = Field(
+        default=True,
+        description="raise loops, ifs and array accesses to the affine dialect (the 'affine' "
+        "stage); it runs when this is true and opt_level >= 1",
     )
     functions: tuple[str, ...] | None = Field(
         default=None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,10 +13,14 @@ from polyflow.backend.llvm_ir import optimize_llvm_ir, translate_to_llvm_ir
 from polyflow.backend.lower import lower_to_llvm_dialect
 from polyflow.options import Options
 
+# `raise` is a Python keyword: no import statement can name the package, so load it by name.
+_raising = importlib.import_module("polyflow.raise")
+
 ModuleStage = tuple[str, Callable[[ir.Module, Options], ir.Module]]
 
-# MLIR → MLIR stages after the frontend, in order. Raising and scheduling slot in before lowering.
+# MLIR → MLIR stages after the frontend, in order. Scheduling slots in before lowering.
 MODULE_STAGES: list[ModuleStage] = [
+    ("affine", lambda module, options: _raising.raise_to_affine(module, options)),
     ("llvm-dialect", lambda module, options: lower_to_llvm_dialect(module)),
 ]
 STAGE_NAMES = ["mlir", *(name for name, _ in MODULE_STAGES), "llvm"]
@@ -23,12 +28,14 @@ STAGE_NAMES = ["mlir", *(name for name, _ in MODULE_STAGES), "llvm"]
 
 @dataclass
 class PipelineResult:
-    """What the pipeline produced: the final module, LLVM IR (if reached) and each kept stage's text."""
+    """What the pipeline produced: the final module, LLVM IR (if reached), each kept stage's text,
+    each stage's time and the warnings of the stages (a function left unraised, and why)."""
 
     module: ir.Module
     llvm_ir: str | None = None
     stages: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
 
 def run_pipeline(
@@ -37,8 +44,13 @@ def run_pipeline(
     *,
     stop_after: str = "llvm",
     keep: frozenset[str] = frozenset(),
+    after_stage: Callable[[str, ir.Module], None] | None = None,
 ) -> PipelineResult:
-    """Run the stages after the frontend on `module` (in place) up to and including `stop_after`."""
+    """Run the stages after the frontend on `module` (in place) up to and including `stop_after`.
+
+    `after_stage(name, module)` is called after each MLIR stage, for callers that read the IR
+    there (the raising report reads it after 'affine').
+    """
     if stop_after not in STAGE_NAMES:
         raise ValueError(f"unknown stage '{stop_after}' (known: {', '.join(STAGE_NAMES)})")
     result = PipelineResult(module)
@@ -51,8 +63,12 @@ def run_pipeline(
         module = stage(module, options)
         result.timings[name] = time.perf_counter() - start
         result.module = module
+        if name == "affine":
+            result.warnings += _raising.raise_warnings(module)
         if name in keep:
             result.stages[name] = str(module)
+        if after_stage is not None:
+            after_stage(name, module)
         if name == stop_after:
             return result
     start = time.perf_counter()

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from mlir import ir
 
 from polyflow.backend.c_splice import BodySpan, find_function_body, splice
 from polyflow.backend.llvm_ir import compile_llvm_ir_to_object
@@ -19,13 +25,15 @@ from polyflow.pipeline import PipelineResult, run_pipeline
 
 @dataclass
 class BuildReport:
-    """What a build did: which functions went through MLIR, which did not and why, and how long."""
+    """What a build did: which functions went through MLIR, which did not and why, and how long;
+    with `raise_report=True`, what raising made of each function (a `RaiseReport`)."""
 
     output: Path
     compiled: list[str] = field(default_factory=list)
     fallbacks: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    raising: Any = None  # polyflow.raise.report.RaiseReport (`raise` cannot be named in a type)
 
     def leave_to_cc(self, name: str, where: str, reason: str) -> None:
         """Record that `name` is built by the C compiler, and warn with the reason."""
@@ -76,8 +84,10 @@ def build_program(
     *,
     options: Options | None = None,
     emit: EmitStage = "exe",
+    raise_report: bool = False,
 ) -> BuildReport:
-    """Build `source` into `output` (an executable, or the stage named by `emit`)."""
+    """Build `source` into `output` (an executable, or the stage named by `emit`); with
+    `raise_report`, also report what raising made of each function (`BuildReport.raising`)."""
     options = options or Options()
     output = Path(output)
     report = BuildReport(output=output)
@@ -97,23 +107,32 @@ def build_program(
     bodies = _locate_bodies(cmod, text, report) if emit == "exe" else {}
     report.compiled = sorted(cmod.functions) if emit != "exe" else sorted(bodies)
 
+    after_stage = _reporter(report, options) if raise_report else None
     with cmod.context:
         if emit == "mlir":
             output.write_text(str(cmod.module))
+            if raise_report:  # the output is written: raising may change the module now
+                _record(
+                    report,
+                    run_pipeline(
+                        cmod.module, options, stop_after="affine", after_stage=after_stage
+                    ),
+                )
             return report
         if emit != "exe":
             result = run_pipeline(
                 cmod.module,
                 options,
-                stop_after="llvm-dialect" if emit == "llvm-dialect" else "llvm",
+                stop_after=emit if emit in ("affine", "llvm-dialect") else "llvm",
+                after_stage=after_stage,
             )
-            report.timings.update(result.timings)
+            _record(report, result)
             _write_stage(result, emit, output, options)
             return report
         llvm_ir: str | None = None
         try:
-            result = run_pipeline(cmod.module, options, stop_after="llvm")
-            report.timings.update(result.timings)
+            result = run_pipeline(cmod.module, options, stop_after="llvm", after_stage=after_stage)
+            _record(report, result)
             llvm_ir = result.llvm_ir
         except Exception as exc:  # MLIRError or a failing LLVM tool: a bug of ours, not the user's
             _give_up_on_mlir(report, filename, exc)
@@ -141,8 +160,29 @@ def build_program(
     return report
 
 
+def _record(report: BuildReport, result: PipelineResult) -> None:
+    report.timings.update(result.timings)
+    report.warnings += result.warnings
+    if report.raising is not None and "affine" in result.timings:
+        report.raising = dataclasses.replace(report.raising, seconds=result.timings["affine"])
+
+
+def _reporter(report: BuildReport, options: Options) -> Callable[[str, ir.Module], None]:
+    """An `after_stage` hook that reads the raising report off the IR after the 'affine' stage."""
+    raising = importlib.import_module("polyflow.raise")  # `raise` is a keyword: load by name
+    report_module = importlib.import_module("polyflow.raise.report")
+
+    def after_stage(name: str, module: ir.Module) -> None:
+        if name == "affine":
+            report.raising = report_module.RaiseReport.from_module(
+                module, enabled=raising.raising_enabled(options)
+            )
+
+    return after_stage
+
+
 def _write_stage(result: PipelineResult, emit: EmitStage, output: Path, options: Options) -> None:
-    if emit == "llvm-dialect":
+    if emit in ("affine", "llvm-dialect"):
         output.write_text(str(result.module))
     elif emit == "llvm":
         output.write_text(result.llvm_ir or "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,16 +58,23 @@ def _error_at(exc: Unsupported, filename: str, prefix: str) -> CompileError:
 class CompiledFunction:
     """A JIT-compiled C function; call it like the C function, with NumPy arrays for arrays.
 
-    File-scope variables the function uses live in `globals` (NumPy arrays, initialized as C would).
+    File-scope variables the function uses live in `globals` (NumPy arrays, initialized as C would);
+    `warnings` says what the compiler could not do (e.g. a function left unraised, and why).
     """
 
     def __init__(
-        self, engine: ExecutionEngine, fn: CFunction, cmod: CModule, stages: dict[str, str]
+        self,
+        engine: ExecutionEngine,
+        fn: CFunction,
+        cmod: CModule,
+        stages: dict[str, str],
+        warnings: Sequence[str] = (),
     ) -> None:
         self._engine = engine  # keeps the compiled code alive
         self.name = fn.name
         self.signature = fn
         self.stages = stages
+        self.warnings = list(warnings)
         self.globals: dict[str, np.ndarray] = {
             g: _initial_global(cmod.globals[g], cmod) for g in fn.globals
         }
@@ -76,7 +84,7 @@ class CompiledFunction:
         self._packed = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
 
     def mlir(self, stage: str = "mlir") -> str:
-        """The IR after a pipeline stage ('mlir', 'llvm-dialect', 'llvm')."""
+        """The IR after a pipeline stage ('mlir', 'affine', 'llvm-dialect')."""
         if stage not in self.stages:
             raise KeyError(f"stage '{stage}' not kept (have: {', '.join(self.stages)})")
         return self.stages[stage]
@@ -233,7 +241,7 @@ def compile_c(
             cmod.module,
             options,
             stop_after="llvm-dialect",
-            keep=frozenset({"mlir", "llvm-dialect"}),
+            keep=frozenset({"mlir", "affine", "llvm-dialect"}),
         )
         engine = ExecutionEngine(result.module, opt_level=0 if options.opt_level == 0 else 3)
-    return CompiledFunction(engine, cmod.functions[entry], cmod, result.stages)
+    return CompiledFunction(engine, cmod.functions[entry], cmod, result.stages, result.warnings)

@@ -16,6 +16,7 @@ LOWER_TO_LLVM = ",".join(
         "expand-strided-metadata",
         "lower-affine",
         "finalize-memref-to-llvm",
+        "convert-ub-to-llvm",
         "convert-arith-to-llvm",
         "convert-index-to-llvm",
         "convert-cf-to-llvm",

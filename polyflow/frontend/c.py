@@ -45,6 +45,8 @@ DYN = -(2**63)  # MLIR's ShapedType::kDynamic
 # Extent reported for a dimension C leaves unknown (`T *p`, `T a[]`): nothing reads it, but it
 # must be a valid non-negative size.
 UNKNOWN_EXTENT = 2**31 - 1
+# Argument attribute of a memref parameter made from a C pointer (its extent is unknown).
+UNKNOWN_EXTENT_ATTR = "polyflow.unknown_extent"
 
 
 @dataclass
@@ -1364,6 +1366,17 @@ class FunctionEmitter:
             fop = func.FuncOp(fn.name, (arg_types, results))
             fop.attributes["sym_visibility"] = ir.StringAttr.get("private")
             fop.attributes["llvm.linkage"] = ir.Attribute.parse("#llvm.linkage<internal>")
+            # A pointer parameter's extent is unknown: passes must not assume it is disjoint
+            # from the other arrays (the entry can check the others at run time).
+            unknown = ir.DictAttr.get({UNKNOWN_EXTENT_ATTR: ir.UnitAttr.get()})
+            arg_attrs = [
+                unknown
+                if isinstance(t, Array) and t.dims and t.dims[0] is None
+                else ir.DictAttr.get()
+                for _, t in fn.params
+            ] + [ir.DictAttr.get() for _ in fn.globals]
+            if any(len(a) for a in arg_attrs):
+                fop.arg_attrs = ir.ArrayAttr.get(list(arg_attrs))
         try:
             self.entry = fop.add_entry_block()
             with ir.InsertionPoint(self.entry), self.loc(fn.node.body):

@@ -1,0 +1,240 @@
+"""Raising: the frontend's `scf`/`memref` code → `affine`, function by function, never wrong code.
+
+`raise_to_affine(module, options)` runs `RAISE_PIPELINE` (polyflow's raising passes with
+upstream cleanups between them) on every function of `module` that has a body, except the
+C-ABI entries (`__polyflow_*`, which have no loops) and functions marked `polyflow.no_raise`.
+Each function is raised on its own copy: when a pass fails or raises an exception, that function
+keeps its frontend code, is marked `polyflow.not_affine = "<reason>"` and `raise_warnings` names
+it; the other functions are raised as usual. See CONTRACT.md for what the passes do.
+
+`raise` is a Python keyword, so code outside this package loads it with
+`importlib.import_module("polyflow.raise")`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.passmanager import PassManager
+
+from polyflow import passes
+from polyflow.frontend.c import CABI_PREFIX
+from polyflow.options import Options
+
+from .alias_guard import DISPATCHER_ATTR, NO_RAISE_ATTR, guard_argument_aliasing
+
+# The raising sequence, on each function. The cleanups first fold the frontend's constants and
+# hoist the loop-invariant index casts of bounds, so that the passes see simple bounds; after
+# mem2reg they clean the SSA values it made before scf→affine reads the bounds and subscripts.
+RAISE_PIPELINE = ",".join(
+    [
+        "canonicalize",
+        "cse",
+        "loop-invariant-code-motion",
+        "raise-mem2reg",
+        "canonicalize",
+        "cse",
+        "loop-invariant-code-motion",
+        "raise-scf-to-affine",
+        "raise-reductions",
+        "canonicalize",
+        "cse",
+    ]
+)
+
+# On a func.func whose raising failed: why (on loops, ifs and accesses the passes set the same
+# attribute, see CONTRACT.md).
+NOT_AFFINE_ATTR = "polyflow.not_affine"
+
+_ELEMENT = re.compile(r"[A-Za-z0-9_.\-]+(?:\{[^}]*\})?")
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One pipeline element, ready to run: its text and a pass manager holding it."""
+
+    element: str
+    pass_manager: PassManager
+
+
+def raising_enabled(options: Options) -> bool:
+    """Whether the `affine` stage raises (`raise_affine` and `opt_level >= 1`) or passes through."""
+    return options.raise_affine and options.opt_level >= 1
+
+
+def available_pipeline(pipeline: str | None = None) -> list[str]:
+    """The elements of `pipeline` (default `RAISE_PIPELINE`) that can run now: polyflow passes
+    whose module is missing are left out.
+
+    TODO(lead): remove the skipping once raise-mem2reg, raise-scf-to-affine and raise-reductions
+    have all landed; a missing pass module should then be an error, not a silent skip.
+    """
+    elements = _ELEMENT.findall(RAISE_PIPELINE if pipeline is None else pipeline)
+    return [e for e in elements if _pass_module_exists(e.split("{", 1)[0])]
+
+
+def _pass_module_exists(name: str) -> bool:
+    if name not in passes.PASSES:
+        return True  # an upstream MLIR pass
+    module_name = passes.PASSES[name].split(":", 1)[0]
+    try:
+        return importlib.util.find_spec(module_name) is not None
+    except (ImportError, ValueError):
+        return True  # present but broken: let building the pass report why
+
+
+def _build_steps(elements: list[str]) -> list[_Step]:
+    """One func.func pass manager per element, so that a failure names its pass."""
+    return [_Step(e, passes.function_pass_manager(e)) for e in elements]
+
+
+def raisable_functions(module: ir.Module) -> Iterator[ir.Operation]:
+    """The functions raising works on: defined, not a C-ABI entry, not marked `no_raise`."""
+    for op in module.body.operations:
+        operation = op.operation
+        if operation.name != "func.func" or len(operation.regions[0].blocks) == 0:
+            continue
+        if _symbol_name(operation).startswith(CABI_PREFIX) or NO_RAISE_ATTR in operation.attributes:
+            continue
+        yield operation
+
+
+def _symbol_name(op: ir.Operation) -> str:
+    return ir.StringAttr(op.attributes["sym_name"]).value
+
+
+def _scratch_module(module: ir.Module, target: ir.Operation) -> tuple[ir.Module, ir.Operation]:
+    """A module holding a copy of `target`, declarations of the other functions (so that calls
+    verify) and copies of everything else at the top level (globals); and the copy."""
+    scratch = ir.Module.create(loc=module.operation.location)
+    copy: ir.Operation | None = None
+    with ir.InsertionPoint(scratch.body):
+        for op in module.body.operations:
+            operation = op.operation
+            if operation == target:
+                copy = operation.clone()
+            elif operation.name == "func.func":
+                ir.Operation.create(
+                    "func.func",
+                    attributes={
+                        "sym_name": operation.attributes["sym_name"],
+                        "function_type": operation.attributes["function_type"],
+                        "sym_visibility": ir.StringAttr.get("private"),
+                    },
+                    regions=1,
+                    loc=operation.location,
+                )
+            else:
+                operation.clone()
+    assert copy is not None, "the function to raise is not in its module"
+    return scratch, copy
+
+
+def _failure_reason(element: str, exc: Exception) -> str:
+    if isinstance(exc, ir.MLIRError):
+        details = "; ".join(str(d.message) for d in exc.error_diagnostics)
+        what = details or "it signalled failure"
+    else:
+        what = f"{type(exc).__name__}: {exc}"
+    return f"pass '{element}' failed: {what}"
+
+
+def _raise_function(module: ir.Module, fn: ir.Operation, steps: list[_Step]) -> str | None:
+    """Raise `fn` on a copy and swap the copy in; on failure leave `fn` as it is, return why."""
+    scratch, copy = _scratch_module(module, fn)  # `scratch` owns `copy`: kept alive until the end
+    if NOT_AFFINE_ATTR in copy.attributes:  # from an earlier raising of the same module
+        del copy.attributes[NOT_AFFINE_ATTR]
+    for step in steps:
+        try:
+            step.pass_manager.run(copy)
+        except Exception as exc:  # anything a pass does wrong leaves this function unraised
+            return _failure_reason(step.element, exc)
+    # Its callers (the C-ABI entry, other functions) must still match it.
+    if copy.attributes["function_type"] != fn.attributes["function_type"]:
+        return "the raising passes changed the function's type"
+    copy.clone(ip=ir.InsertionPoint(fn))
+    fn.erase()
+    del scratch
+    return None
+
+
+def source_names(module: ir.Module) -> dict[str, str]:
+    """The C name of each function that stands for another: the alias guard's optimizable
+    copy `f.affine` stands for `f` (see alias_guard.py); the others are named as in C."""
+    out: dict[str, str] = {}
+    for op in module.body.operations:
+        operation = op.operation
+        if operation.name == "func.func" and DISPATCHER_ATTR in operation.attributes:
+            copy = ir.StringAttr(operation.attributes[DISPATCHER_ATTR]).value
+            out[copy] = _symbol_name(operation)
+    return out
+
+
+def raise_to_affine(
+    module: ir.Module, options: Options, *, functions: Collection[str] | None = None
+) -> ir.Module:
+    """Raise every raisable function of `module` (or just those named in `functions`) to
+    `affine` in place (see the module docstring); returns `module`. Does nothing unless
+    `raising_enabled(options)`.
+
+    A function whose raising fails keeps its code and gets `polyflow.not_affine = "<reason>"`.
+    """
+    if not raising_enabled(options):
+        return module
+    with module.context, ir.Location.unknown():
+        guard_argument_aliasing(module)
+        names = source_names(module)
+        targets = [
+            fn
+            for fn in raisable_functions(module)
+            if functions is None or names.get(_symbol_name(fn), _symbol_name(fn)) in functions
+        ]
+        if not targets:
+            return module
+        try:
+            steps = _build_steps(available_pipeline())
+        except Exception as exc:  # a pass that cannot be built: nothing is raised, and we say so
+            why = f"the raising pipeline could not be built: {type(exc).__name__}: {exc}"
+            for fn in targets:
+                fn.attributes[NOT_AFFINE_ATTR] = ir.StringAttr.get(why)
+            return module
+        for fn in targets:
+            try:
+                reason = _raise_function(module, fn, steps)
+            except Exception as exc:  # a bug of ours around the passes: same fallback
+                reason = f"internal error while raising: {type(exc).__name__}: {exc}"
+            if reason is not None:
+                fn.attributes[NOT_AFFINE_ATTR] = ir.StringAttr.get(reason)
+    return module
+
+
+def raise_warnings(module: ir.Module) -> list[str]:
+    """A warning for every function whose raising failed, at its C position."""
+    out: list[str] = []
+    with module.context:
+        names = source_names(module)
+        for op in module.body.operations:
+            operation = op.operation
+            if operation.name != "func.func" or NOT_AFFINE_ATTR not in operation.attributes:
+                continue
+            reason = ir.StringAttr(operation.attributes[NOT_AFFINE_ATTR]).value
+            where = _position_text(operation.location)
+            name = _symbol_name(operation)
+            out.append(
+                f"{where}: warning: function '{names.get(name, name)}' is not raised to "
+                f"affine and stays unoptimized: {reason}"
+            )
+    return out
+
+
+def _position_text(loc: ir.Location) -> str:
+    from .report import source_position  # report.py reads the same locations
+
+    position = source_position(loc)
+    if position is None:
+        return "<unknown>"
+    return f"{position.file}:{position.line}:{position.column}"

@@ -1,0 +1,204 @@
+"""Keep the passes' no-aliasing assumption honest: a function whose array arguments overlap at run
+time runs an unraised copy of itself.
+
+The raising and scheduling passes assume that distinct memref arguments do not overlap (as Pluto,
+PPCG and Polygeist do). C allows `f(A, A)`, so before raising, `guard_argument_aliasing` turns each
+function that has loops and at least two memref arguments of known extent into a dispatcher:
+
+    @f(args) = all_disjoint(args) ? @f.affine(args) : @f.scf(args)
+
+`@f.affine` is the copy the passes optimize; `@f.scf` is the frontend's code, marked
+`polyflow.no_raise` so that no pass touches it. Only pairs where one side may be written are
+checked. Arguments made from C pointers (`polyflow.unknown_extent`) have no extent to check:
+passes must treat them as possibly aliasing any other argument (see `may_alias`).
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, func, memref, scf
+
+from polyflow.frontend.c import CABI_PREFIX, UNKNOWN_EXTENT_ATTR
+
+NO_RAISE_ATTR = "polyflow.no_raise"
+# On the dispatcher: the name of the copy that the passes optimize.
+DISPATCHER_ATTR = "polyflow.alias_dispatcher"
+AFFINE_SUFFIX = ".affine"
+SCF_SUFFIX = ".scf"
+
+# Ops through which an argument is only read or measured; any other use may write it.
+_READ_ONLY_USERS = frozenset({"memref.load", "affine.load", "memref.dim", "affine.vector_load"})
+_VIEW_OPS = frozenset(
+    {
+        "memref.subview",
+        "memref.reinterpret_cast",
+        "memref.cast",
+        "memref.collapse_shape",
+        "memref.expand_shape",
+        "memref.view",
+    }
+)
+
+
+def has_unknown_extent(value: ir.Value) -> bool:
+    """Whether `value` is a function argument made from a C pointer (extent unknown)."""
+    if not isinstance(value, ir.BlockArgument):
+        return False
+    owner = value.owner.owner
+    if not isinstance(owner.opview, func.FuncOp) or "arg_attrs" not in owner.attributes:
+        return False
+    attrs = ir.ArrayAttr(owner.attributes["arg_attrs"])
+    return UNKNOWN_EXTENT_ATTR in ir.DictAttr(attrs[value.arg_number])
+
+
+def may_alias(a: ir.Value, b: ir.Value) -> bool:
+    """Whether two memref values may address the same memory, under the guard's guarantee.
+
+    Distinct allocations never alias; distinct function arguments alias only when one of them
+    came from a C pointer (its extent is unknown, so the entry could not check it)."""
+    if a == b:
+        return True
+    a_root, b_root = _root(a), _root(b)
+    if a_root == b_root:
+        return True
+    a_arg, b_arg = isinstance(a_root, ir.BlockArgument), isinstance(b_root, ir.BlockArgument)
+    if a_arg and b_arg:
+        return has_unknown_extent(a_root) or has_unknown_extent(b_root)
+    return False  # at least one side is its own allocation
+
+
+def _root(value: ir.Value) -> ir.Value:
+    """The memref a view was taken of (through subview, casts, reshapes)."""
+    while isinstance(value, ir.OpResult) and value.owner.name in _VIEW_OPS:
+        value = value.owner.operands[0]
+    return value
+
+
+def _may_be_written(value: ir.Value) -> bool:
+    for use in value.uses:
+        user = use.owner
+        name = user.name
+        if name in _READ_ONLY_USERS:
+            continue
+        if name in ("memref.store", "affine.store") and use.operand_number != 0:
+            return True
+        if name in _VIEW_OPS:
+            if _may_be_written(user.results[0]):
+                return True
+            continue
+        return True  # stored as a value, passed to a call, anything unknown
+    return False
+
+
+def _has_loop(op: ir.Operation) -> bool:
+    found = False
+
+    def visit(o: ir.Operation) -> ir.WalkResult:
+        nonlocal found
+        if o.name in ("scf.for", "scf.while", "affine.for"):
+            found = True
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    return found
+
+
+def _needs_guard(fn: func.FuncOp) -> list[tuple[int, int]]:
+    """The argument pairs to check at run time: known extents, one of the two may be written."""
+    args = [
+        a
+        for a in fn.entry_block.arguments
+        if isinstance(a.type, ir.MemRefType) and not has_unknown_extent(a)
+    ]
+    written = {a.arg_number for a in args if _may_be_written(a)}
+    return [
+        (a.arg_number, b.arg_number)
+        for i, a in enumerate(args)
+        for b in args[i + 1 :]
+        if a.arg_number in written or b.arg_number in written
+    ]
+
+
+def _address_range(value: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """[begin, end) in bytes of what a memref argument spans, as `index` values."""
+    mtype = ir.MemRefType(value.type)
+    width = mtype.element_type.width if hasattr(mtype.element_type, "width") else 64
+    index = ir.IndexType.get()
+    nbytes: ir.Value = arith.constant(index, max(1, (width + 7) // 8))
+    for k, extent in enumerate(mtype.shape):
+        size = (
+            memref.dim(value, arith.constant(index, k))
+            if extent == ir.ShapedType.get_dynamic_size()
+            else arith.constant(index, extent)
+        )
+        nbytes = arith.muli(nbytes, size)
+    begin = memref.extract_aligned_pointer_as_index(value)
+    return begin, arith.addi(begin, nbytes)
+
+
+def _disjoint(a: tuple[ir.Value, ir.Value], b: tuple[ir.Value, ir.Value]) -> ir.Value:
+    a_before_b = arith.cmpi(arith.CmpIPredicate.ule, a[1], b[0])
+    b_before_a = arith.cmpi(arith.CmpIPredicate.ule, b[1], a[0])
+    return arith.ori(a_before_b, b_before_a)
+
+
+def guard_argument_aliasing(module: ir.Module) -> list[str]:
+    """Turn every function whose memref arguments could overlap into a run-time dispatcher
+    between its optimizable copy and its unraised copy; the names of the guarded functions."""
+    guarded: list[str] = []
+    with module.context:
+        candidates = [
+            op.opview
+            for op in module.body.operations
+            if isinstance(op.opview, func.FuncOp)
+            and not ir.StringAttr(op.opview.sym_name).value.startswith(CABI_PREFIX)
+            and NO_RAISE_ATTR not in op.attributes
+            and not op.opview.is_external
+        ]
+        copies = {
+            ir.StringAttr(op.attributes[DISPATCHER_ATTR]).value
+            for op in module.body.operations
+            if DISPATCHER_ATTR in op.attributes
+        }
+        for fn in candidates:
+            if ir.StringAttr(fn.sym_name).value in copies:  # guarded already
+                continue
+            pairs = _needs_guard(fn)
+            if not pairs or not _has_loop(fn.operation):
+                continue
+            _make_dispatcher(module, fn, pairs)
+            guarded.append(ir.StringAttr(fn.sym_name).value)
+    return guarded
+
+
+def _make_dispatcher(module: ir.Module, fn: func.FuncOp, pairs: list[tuple[int, int]]) -> None:
+    name = ir.StringAttr(fn.sym_name).value
+    with ir.InsertionPoint(module.body):
+        fast = fn.operation.clone()
+        safe = fn.operation.clone()
+    fast.attributes["sym_name"] = ir.StringAttr.get(name + AFFINE_SUFFIX)
+    safe.attributes["sym_name"] = ir.StringAttr.get(name + SCF_SUFFIX)
+    safe.attributes[NO_RAISE_ATTR] = ir.UnitAttr.get()
+    fn.attributes[NO_RAISE_ATTR] = ir.UnitAttr.get()
+    fn.attributes[DISPATCHER_ATTR] = ir.StringAttr.get(name + AFFINE_SUFFIX)
+    block = fn.entry_block
+    for op in reversed(list(block.operations)):
+        op.erase()
+    args = list(block.arguments)
+    results = list(ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value).results)
+    with ir.InsertionPoint(block), fn.location:
+        ranges = {k: _address_range(args[k]) for pair in pairs for k in pair}
+        ok: ir.Value | None = None
+        for a, b in pairs:
+            check = _disjoint(ranges[a], ranges[b])
+            ok = check if ok is None else arith.andi(ok, check)
+        assert ok is not None
+        branch = scf.IfOp(ok, results, has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name + AFFINE_SUFFIX), args)
+            scf.YieldOp(list(call.results))
+        with ir.InsertionPoint(branch.else_block):
+            call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name + SCF_SUFFIX), args)
+            scf.YieldOp(list(call.results))
+        func.ReturnOp(list(branch.results))

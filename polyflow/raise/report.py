@@ -1,0 +1,387 @@
+"""`RaiseReport`: what raising made of each function, read off the raised IR alone.
+
+Every loop is listed (`affine.for` raised; `scf.for`/`scf.while` not, with the reason the passes
+left in `polyflow.not_affine`), then every `scf.if`, `memref.load` and `memref.store` left
+unraised, the reductions the passes found (`polyflow.reductions`) and the C line and column of
+each. A function is fully affine when no `scf` op and no `memref` access is left, accesses to
+C scalar locals (0-d or 1-element allocas) aside. Nothing here depends on how the passes work:
+only on the attributes of CONTRACT.md.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mlir import ir
+
+from polyflow.errors import CompileError, SourcePosition
+from polyflow.options import Options
+
+from . import (
+    NOT_AFFINE_ATTR,
+    raisable_functions,
+    raise_to_affine,
+    raising_enabled,
+    source_names,
+)
+
+REDUCTIONS_ATTR = "polyflow.reductions"
+
+_LOOPS = {
+    "affine.for": "for",
+    "affine.parallel": "parallel",
+    "scf.for": "for",
+    "scf.while": "while",
+}
+_UNRAISED = {
+    "scf.if": "if",
+    "scf.index_switch": "switch",
+    "memref.load": "load",
+    "memref.store": "store",
+}
+
+
+def source_position(loc: ir.Location) -> SourcePosition | None:
+    """The first file:line:col inside `loc` (through names, fusions and call sites), or None."""
+    if loc.is_a_file():
+        return SourcePosition(loc.filename, loc.start_line, loc.start_col)
+    if loc.is_a_name():
+        return source_position(loc.child_loc)
+    if loc.is_a_fused():
+        for inner in loc.locations:
+            position = source_position(inner)
+            if position is not None:
+                return position
+        return None
+    if loc.is_a_callsite():
+        return source_position(loc.callee) or source_position(loc.caller)
+    return None
+
+
+def statement_name(loc: ir.Location) -> str | None:
+    """The statement name (`S3`) of a location named by the frontend, or None."""
+    if loc.is_a_name():
+        return loc.name_str
+    if loc.is_a_fused():
+        for inner in loc.locations:
+            name = statement_name(inner)
+            if name is not None:
+                return name
+    return None
+
+
+@dataclass(frozen=True)
+class RaiseItem:
+    """One loop, or one `if` or access left unraised, in a function."""
+
+    construct: str  # for, while, parallel, if, switch, load, store
+    op: str  # the MLIR op, e.g. "scf.while"
+    raised: bool
+    position: SourcePosition | None
+    statement: str | None = None
+    reason: str | None = None
+    reductions: tuple[str, ...] = ()  # one kind per iter_arg: add mul min max and or xor none
+
+    @property
+    def where(self) -> str:
+        """`line:col` in the C source, `?` when unknown."""
+        return f"{self.position.line}:{self.position.column}" if self.position else "?"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "construct": self.construct,
+            "op": self.op,
+            "raised": self.raised,
+            "file": self.position.file if self.position else None,
+            "line": self.position.line if self.position else None,
+            "column": self.position.column if self.position else None,
+            "statement": self.statement,
+            "reason": self.reason,
+            "reductions": list(self.reductions),
+        }
+
+
+@dataclass(frozen=True)
+class FunctionRaise:
+    """What raising made of one function."""
+
+    name: str
+    position: SourcePosition | None
+    items: tuple[RaiseItem, ...] = ()
+    fully_affine: bool = False
+    error: str | None = None  # why the whole function was not raised
+
+    @property
+    def loops(self) -> list[RaiseItem]:
+        return [i for i in self.items if i.construct in ("for", "while", "parallel")]
+
+    @property
+    def loops_raised(self) -> int:
+        return sum(1 for i in self.loops if i.raised)
+
+    @property
+    def reasons(self) -> list[str]:
+        """Every distinct reason something was not raised, in order of appearance."""
+        seen = [self.error] if self.error else []
+        for item in self.items:
+            if not item.raised and item.reason and item.reason not in seen:
+                seen.append(item.reason)
+        return seen
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "file": self.position.file if self.position else None,
+            "line": self.position.line if self.position else None,
+            "column": self.position.column if self.position else None,
+            "fully_affine": self.fully_affine,
+            "loops": len(self.loops),
+            "loops_raised": self.loops_raised,
+            "error": self.error,
+            "items": [i.to_dict() for i in self.items],
+        }
+
+
+@dataclass(frozen=True)
+class RaiseReport:
+    """Per function: every loop, raised or not and why, unraised ifs and accesses, reductions."""
+
+    functions: tuple[FunctionRaise, ...] = ()
+    enabled: bool = True  # False: the options turned raising off, nothing was tried
+    seconds: float | None = None  # time raising took, when known
+    skipped: dict[str, str] = field(default_factory=dict)  # left to the C compiler: why
+
+    @classmethod
+    def from_module(
+        cls,
+        module: ir.Module,
+        *,
+        functions: Iterable[str] | None = None,
+        enabled: bool = True,
+        seconds: float | None = None,
+    ) -> RaiseReport:
+        """Read the report off a raised module (all raisable functions, or just `functions`)."""
+        wanted = set(functions) if functions is not None else None
+        out: list[FunctionRaise] = []
+        with module.context:
+            names = source_names(module)
+            for fn in raisable_functions(module):
+                symbol = ir.StringAttr(fn.attributes["sym_name"]).value
+                name = names.get(symbol, symbol)  # the alias guard's `f.affine` is reported as `f`
+                if wanted is None or name in wanted:
+                    out.append(_function_report(fn, name, enabled))
+        return cls(functions=tuple(out), enabled=enabled, seconds=seconds)
+
+    def function(self, name: str) -> FunctionRaise:
+        """The report of function `name` (KeyError when it has none)."""
+        for fn in self.functions:
+            if fn.name == name:
+                return fn
+        raise KeyError(name)
+
+    @property
+    def fully_affine(self) -> list[str]:
+        """The names of the fully affine functions."""
+        return [fn.name for fn in self.functions if fn.fully_affine]
+
+    def format(self) -> str:
+        """An aligned text table (function, line:col, construct, raised?, reason) and a summary
+        line per function."""
+        head = f"raising to affine: {len(self.functions)} function(s), {len(self.fully_affine)} fully affine"
+        if not self.enabled:
+            head += " (raising is off: -O0 or raise_affine=False)"
+        elif self.seconds is not None:
+            head += f", {self.seconds * 1000:.1f} ms"
+        rows = [("function", "line:col", "construct", "raised", "reason")]
+        for fn in self.functions:
+            if fn.error:
+                where = f"{fn.position.line}:{fn.position.column}" if fn.position else "?"
+                rows.append((fn.name, where, "function", "no", fn.error))
+            for item in fn.items:
+                detail = item.reason or ""
+                if item.raised and item.reductions:
+                    detail = "reductions: " + ", ".join(item.reductions)
+                rows.append(
+                    (fn.name, item.where, item.construct, "yes" if item.raised else "no", detail)
+                )
+        widths = [max(len(row[k]) for row in rows) for k in range(4)]
+        lines = [head]
+        if len(rows) > 1:
+            lines += [
+                (
+                    "  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths, strict=True))
+                    + "  "
+                    + row[4]
+                ).rstrip()
+                for row in rows
+            ]
+        for fn in self.functions:
+            verdict = "fully affine" if fn.fully_affine else "not fully affine"
+            lines.append(
+                f"{fn.name}: {verdict}, {fn.loops_raised}/{len(fn.loops)} loops raised"
+                + _reduction_summary(fn)
+            )
+        for name, reason in self.skipped.items():
+            lines.append(f"{name}: not compiled by polyflow: {reason}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "enabled": self.enabled,
+            "seconds": self.seconds,
+            "fully_affine": self.fully_affine,
+            "functions": [fn.to_dict() for fn in self.functions],
+            "skipped": dict(self.skipped),
+        }
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        """The report as JSON text (see `to_dict`)."""
+        return json.dumps(self.to_dict(), indent=indent)
+
+
+def _reduction_summary(fn: FunctionRaise) -> str:
+    kinds = [k for item in fn.items for k in item.reductions if k != "none"]
+    return f", reductions: {', '.join(kinds)}" if kinds else ""
+
+
+def _collect_ops(fn: ir.Operation) -> list[ir.Operation]:
+    ops: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        ops.append(op)
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return ops[1:]  # the function itself first
+
+
+def _is_scalar_local(memref: ir.Value) -> bool:
+    """Whether `memref` is a C scalar local: a 0-d or 1-element `memref.alloca`."""
+    if not isinstance(memref, ir.OpResult) or memref.owner.operation.name != "memref.alloca":
+        return False
+    shape = ir.MemRefType(memref.type).shape
+    return shape == [] or shape == [1]
+
+
+def _string(op: ir.Operation, attr: str) -> str | None:
+    if attr not in op.attributes:
+        return None
+    value = op.attributes[attr]
+    return ir.StringAttr(value).value if isinstance(value, ir.StringAttr) else str(value)
+
+
+def _reductions(op: ir.Operation) -> tuple[str, ...]:
+    if REDUCTIONS_ATTR not in op.attributes:
+        return ()
+    value = op.attributes[REDUCTIONS_ATTR]
+    if not isinstance(value, ir.ArrayAttr):
+        return (str(value),)
+    return tuple(ir.StringAttr(a).value if isinstance(a, ir.StringAttr) else str(a) for a in value)
+
+
+def _function_report(fn: ir.Operation, name: str, enabled: bool) -> FunctionRaise:
+    error = _string(fn, NOT_AFFINE_ATTR)
+    if error is not None:
+        missing = "the function's raising failed"
+    elif enabled:
+        missing = "no reason recorded"
+    else:
+        missing = "raising is off"
+    items: list[RaiseItem] = []
+    leftover = False  # an scf op or a memref access that keeps the function from being affine
+    for op in _collect_ops(fn):
+        kind = op.name
+        if kind.startswith("scf."):
+            leftover = True
+        if kind in _LOOPS:
+            raised = kind.startswith("affine.")
+            items.append(
+                RaiseItem(
+                    construct=_LOOPS[kind],
+                    op=kind,
+                    raised=raised,
+                    position=source_position(op.location),
+                    statement=statement_name(op.location),
+                    reason=None if raised else (_string(op, NOT_AFFINE_ATTR) or missing),
+                    reductions=_reductions(op),
+                )
+            )
+        elif kind in _UNRAISED:
+            reason = _string(op, NOT_AFFINE_ATTR)
+            if kind.startswith("memref."):
+                memref = op.operands[0 if kind == "memref.load" else 1]
+                if _is_scalar_local(memref):
+                    if reason is None:
+                        continue  # a C scalar local the passes did not need to touch
+                else:
+                    leftover = True
+            items.append(
+                RaiseItem(
+                    construct=_UNRAISED[kind],
+                    op=kind,
+                    raised=False,
+                    position=source_position(op.location),
+                    statement=statement_name(op.location),
+                    reason=reason or missing,
+                )
+            )
+    return FunctionRaise(
+        name=name,
+        position=source_position(fn.location),
+        items=tuple(items),
+        fully_affine=enabled and error is None and not leftover,
+        error=error,
+    )
+
+
+def raise_report(
+    source_or_path: str | Path,
+    *,
+    functions: Sequence[str] | None = None,
+    options: Options | None = None,
+) -> RaiseReport:
+    """Compile a C file or C source string to MLIR, raise its functions (all that polyflow
+    compiles, or just `functions`) and report what raising made of each.
+
+    Raising runs whatever `options.raise_affine` and `opt_level` say: the report is about what
+    it does. The options still give the preprocessor settings (`include_dirs`, `defines`).
+    """
+    from polyflow.frontend.c import emit_c_module
+    from polyflow.frontend.c_parse import parse_c
+
+    base = options or Options()
+    options = base.model_copy(update={"raise_affine": True, "opt_level": max(1, base.opt_level)})
+    text, filename, source_dir = _read_source(source_or_path)
+    # The whole file is compiled, as in a build (so calls between its functions work, and calls
+    # to those left to the C compiler go through trampolines); only `functions` are raised.
+    cmod = emit_c_module(parse_c(text, filename, options, source_dir), external_calls=True)
+    only = tuple(functions) if functions is not None else None
+    start = time.perf_counter()
+    module = raise_to_affine(cmod.module, options, functions=only)
+    seconds = time.perf_counter() - start
+    report = RaiseReport.from_module(
+        module, functions=only, enabled=raising_enabled(options), seconds=seconds
+    )
+    skipped = {
+        name: exc.reason for name, exc in cmod.skipped.items() if only is None or name in only
+    }
+    return RaiseReport(report.functions, report.enabled, report.seconds, skipped)
+
+
+def _read_source(source_or_path: str | Path) -> tuple[str, str, Path | None]:
+    """(text, file name, directory) of a C file, or of C source given as a string."""
+    path = (
+        Path(source_or_path)
+        if isinstance(source_or_path, Path) or "\n" not in str(source_or_path)
+        else None
+    )
+    if path is not None and path.exists():
+        return path.read_text(), str(source_or_path), path.resolve().parent
+    if path is not None and str(source_or_path).endswith(".c"):
+        raise CompileError(f"cannot read '{source_or_path}'", file=str(source_or_path))
+    return str(source_or_path), "<input>", None
