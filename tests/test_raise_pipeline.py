@@ -365,12 +365,16 @@ def test_a_pass_that_cannot_be_built_leaves_everything_unraised(
     assert np.array_equal(y, x)
 
 
-def test_passes_whose_module_is_missing_are_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pass_whose_module_is_missing_leaves_the_code_unraised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setitem(passes.PASSES, "test-absent", "polyflow.raise.no_such_module:Absent")
-    assert raising.available_pipeline("canonicalize,test-absent{x=1},cse") == [
-        "canonicalize",
-        "cse",
-    ]
+    monkeypatch.setattr(raising, "RAISE_PIPELINE", "canonicalize,test-absent{x=1},cse")
+    fn = polyflow.compile_c(SAXPY)
+    assert len(fn.warnings) == 1 and "pass 'test-absent' is not available" in fn.warnings[0]
+    x, y = np.arange(3.0), np.zeros(3)
+    fn(3, 1.0, x, y)
+    assert np.array_equal(y, x)
 
 
 # --- lowering takes what raising produces -----------------------------------------------------

@@ -13,8 +13,6 @@ it; the other functions are raised as usual. See CONTRACT.md for what the passes
 
 from __future__ import annotations
 
-import importlib.util
-import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
@@ -50,8 +48,6 @@ RAISE_PIPELINE = ",".join(
 # attribute, see CONTRACT.md).
 NOT_AFFINE_ATTR = "polyflow.not_affine"
 
-_ELEMENT = re.compile(r"[A-Za-z0-9_.\-]+(?:\{[^}]*\})?")
-
 
 @dataclass(frozen=True)
 class _Step:
@@ -64,27 +60,6 @@ class _Step:
 def raising_enabled(options: Options) -> bool:
     """Whether the `affine` stage raises (`raise_affine` and `opt_level >= 1`) or passes through."""
     return options.raise_affine and options.opt_level >= 1
-
-
-def available_pipeline(pipeline: str | None = None) -> list[str]:
-    """The elements of `pipeline` (default `RAISE_PIPELINE`) that can run now: polyflow passes
-    whose module is missing are left out.
-
-    TODO(lead): remove the skipping once raise-mem2reg, raise-scf-to-affine and raise-reductions
-    have all landed; a missing pass module should then be an error, not a silent skip.
-    """
-    elements = _ELEMENT.findall(RAISE_PIPELINE if pipeline is None else pipeline)
-    return [e for e in elements if _pass_module_exists(e.split("{", 1)[0])]
-
-
-def _pass_module_exists(name: str) -> bool:
-    if name not in passes.PASSES:
-        return True  # an upstream MLIR pass
-    module_name = passes.PASSES[name].split(":", 1)[0]
-    try:
-        return importlib.util.find_spec(module_name) is not None
-    except (ImportError, ValueError):
-        return True  # present but broken: let building the pass report why
 
 
 def _build_steps(elements: list[str]) -> list[_Step]:
@@ -196,7 +171,7 @@ def raise_to_affine(
         if not targets:
             return module
         try:
-            steps = _build_steps(available_pipeline())
+            steps = _build_steps(passes.pipeline_elements(RAISE_PIPELINE))
         except Exception as exc:  # a pass that cannot be built: nothing is raised, and we say so
             why = f"the raising pipeline could not be built: {type(exc).__name__}: {exc}"
             for fn in targets:
