@@ -49,6 +49,51 @@ class Options(BaseModel):
         "('fast', gcc's default for GNU C) or never ('off', bit-exact with separate * and +)",
     )
 
+    # ----- the polyhedral stage (opt_level 3; see polyflow/schedule/CONTRACT.md)
+    schedule: bool = Field(
+        default=True,
+        description="at opt_level 3, reschedule each affine region with isl (fusion, tiling, "
+        "statement splitting); false keeps the source order",
+    )
+    schedule_preset: Literal["pluto", "isl", "feautrier"] = Field(
+        default="pluto",
+        description="isl scheduler settings: 'pluto' (PPCG/Pluto-like: maximal band depth and "
+        "coincidence, no whole-component scheduling), 'isl' (isl's defaults), 'feautrier'",
+    )
+    fusion: Literal["max", "min", "smart"] = Field(
+        default="smart",
+        description="how much the scheduler fuses: 'max' (serialize_sccs=0, fuse everything "
+        "legal), 'min' (separate strongly connected components), 'smart' (fuse only what "
+        "shares data)",
+    )
+    tile: bool = Field(default=True, description="tile permutable bands")
+    tile_sizes: tuple[int, ...] | None = Field(
+        default=None,
+        description="tile size per band dimension (the last repeats); None: chosen from the "
+        "cache size and the element type",
+    )
+    tile_second_level: bool = Field(
+        default=False, description="tile the tiles once more (for the L2/L3 cache)"
+    )
+    split: bool = Field(
+        default=True,
+        description="split statements the way Polygeist does (reduction right-hand sides with "
+        "several access patterns get their own statement and a scratchpad)",
+    )
+    parallel: bool = Field(
+        default=True, description="turn loops without loop-carried dependences into OpenMP loops"
+    )
+    parallel_reductions: bool = Field(
+        default=True,
+        description="also parallelize reduction loops (reassociates floating-point sums: "
+        "results may differ in the last bits)",
+    )
+    min_parallel_trip: int = Field(
+        default=8,
+        ge=1,
+        description="do not parallelize loops known to run fewer iterations than this",
+    )
+
     def cache_key(self) -> str:
         """A stable digest of every option, for content-addressed caches."""
         return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
