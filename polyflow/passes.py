@@ -18,7 +18,9 @@ from mlir.passmanager import PassManager
 PASSES: dict[str, str] = {
     "raise-mem2reg": "polyflow.raise.mem2reg:Mem2Reg",
     "raise-scf-to-affine": "polyflow.raise.scf_to_affine:RaiseScfToAffine",
+    "raise-delinearize": "polyflow.raise.delinearize:RaiseDelinearize",
     "raise-reductions": "polyflow.raise.reductions:RaiseReductions",
+    "schedule-split-statements": "polyflow.schedule.split:SplitStatements",
 }
 
 _ELEMENT = re.compile(r"\s*([A-Za-z0-9_.\-]+)\s*(\{[^}]*\})?\s*(?:,|$)")

@@ -38,6 +38,7 @@ RAISE_PIPELINE = ",".join(
         "cse",
         "loop-invariant-code-motion",
         "raise-scf-to-affine",
+        "raise-delinearize",
         "raise-reductions",
         "canonicalize",
         "cse",

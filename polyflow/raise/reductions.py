@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import islpy as isl
 from mlir import ir
 from mlir.dialects import affine
 
 from .alias_guard import has_unknown_extent
+from .domain import Inexpressible, Space, affine_apply_of, index_constant
 
 # Ops that touch no memory but through their results (a memref operand is still a "use").
 _PURE_PREFIXES = ("arith.", "math.", "index.")
@@ -66,10 +66,6 @@ _CMPI = {p: ("si" if p < 6 else "ui", p in (4, 5, 8, 9)) for p in range(2, 10)} 
 
 # A subscript as an exact linear form: {value: coefficient} (no zero entries) and a constant.
 Linear = tuple[frozenset[tuple[ir.Value, int]], int]
-
-
-class _NotAffine(Exception):
-    """An affine expression outside what the linear forms or the isl text can say."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,23 +138,6 @@ def _may_alias(a: ir.Value, b: ir.Value) -> bool:
     return kind_a != kind_b  # an argument and a global may be one array
 
 
-def _index_constant(value: ir.Value) -> int | None:
-    owner = value.owner
-    if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
-        return None
-    if not isinstance(value.type, ir.IndexType):
-        return None
-    return int(ir.IntegerAttr(owner.operation.attributes["value"]).value)
-
-
-def _affine_apply(value: ir.Value) -> tuple[ir.AffineMap, list[ir.Value]] | None:
-    owner = value.owner
-    if isinstance(owner, ir.Block) or owner.operation.name != "affine.apply":
-        return None
-    amap = ir.AffineMapAttr(owner.operation.attributes["map"]).value
-    return amap, list(owner.operation.operands)
-
-
 def _contains_call(op: ir.Operation) -> bool:
     """Whether `op` is or holds a call (which may not return, or touch any memory)."""
     found = False
@@ -198,12 +177,12 @@ def _linear_expr(expr: ir.AffineExpr, operands: Sequence[ir.Value], n_dims: int)
         elif isinstance(e, ir.AffineMulExpr) and isinstance(e.lhs, ir.AffineConstantExpr):
             add(e.rhs, scale * e.lhs.value)
         else:
-            raise _NotAffine(str(e))
+            raise Inexpressible(str(e))
 
     def add_value(value: ir.Value, scale: int) -> None:
         nonlocal const
-        constant = _index_constant(value)
-        applied = _affine_apply(value)
+        constant = index_constant(value)
+        applied = affine_apply_of(value)
         if constant is not None:
             const += scale * constant
         elif applied is not None and len(applied[0].results) == 1:
@@ -223,116 +202,13 @@ def _subscripts(op: ir.Operation) -> tuple[Linear, ...] | None:
     amap, operands = _access_map(op)
     try:
         return tuple(_linear_expr(e, operands, amap.n_dims) for e in amap.results)
-    except _NotAffine:
+    except Inexpressible:
         return None
 
 
 def _access_map(op: ir.Operation) -> tuple[ir.AffineMap, list[ir.Value]]:
     first = 2 if op.name == "affine.store" else 1
     return ir.AffineMapAttr(op.attributes["map"]).value, list(op.operands)[first:]
-
-
-def _condition(if_op: ir.Operation) -> tuple[list[ir.AffineExpr], list[bool], int]:
-    """An `affine.if`'s constraints (`e >= 0`, or `e == 0` where flagged) and its dim count.
-
-    The bindings cannot read the IntegerSet out of an IntegerSetAttr, so this re-reads the
-    set's text (`affine_set<(d0)[s0] : (d0 - 1 >= 0, s0 == 0)>`) as the map of its left sides.
-    """
-    text = str(if_op.attributes["condition"]).strip()
-    head, _, body = text[len("affine_set<") : -1].partition(" : ")
-    parts = [p.strip() for p in body.strip()[1:-1].split(",")]  # affine exprs have no commas
-    if not all(p.endswith((">= 0", "== 0")) for p in parts):
-        raise _NotAffine(text)
-    lhs = ", ".join(p[:-4].strip() for p in parts)
-    amap = ir.AffineMapAttr(ir.Attribute.parse(f"affine_map<{head} -> ({lhs})>")).value
-    return list(amap.results), [p.endswith("== 0") for p in parts], amap.n_dims
-
-
-@dataclass
-class _Space:
-    """Integer variables named after SSA values and the facts known of them, for one question
-    to isl (which answers over the integers, so a proof is exact and sound)."""
-
-    names: dict[ir.Value, str] = field(default_factory=dict)
-    facts: list[str] = field(default_factory=list)
-
-    def name(self, value: ir.Value) -> str:
-        known = self.names.get(value)
-        if known is not None:
-            return known
-        name = self.names[value] = f"v{len(self.names)}"
-        constant = _index_constant(value)
-        applied = _affine_apply(value)
-        if constant is not None:
-            self.facts.append(f"{name} = {constant}")
-        elif applied is not None and len(applied[0].results) == 1:
-            amap, operands = applied
-            self.facts.append(f"{name} = {self.expr(amap.results[0], operands, amap.n_dims)}")
-        return name
-
-    def expr(self, e: ir.AffineExpr, operands: Sequence[ir.Value], n_dims: int) -> str:
-        if isinstance(e, ir.AffineConstantExpr):
-            return str(e.value)  # bare: isl reads `-1 * x` and `x + -1`, not `(-1) * x`
-        if isinstance(e, ir.AffineDimExpr):
-            return self.name(operands[e.position])
-        if isinstance(e, ir.AffineSymbolExpr):
-            return self.name(operands[n_dims + e.position])
-        if not isinstance(e, ir.AffineBinaryExpr):
-            raise _NotAffine(str(e))
-        lhs = self.expr(e.lhs, operands, n_dims)
-        rhs = self.expr(e.rhs, operands, n_dims)
-        if isinstance(e, ir.AffineAddExpr):
-            return f"({lhs} + {rhs})"
-        if isinstance(e, ir.AffineMulExpr):
-            if isinstance(e.rhs, ir.AffineConstantExpr):
-                return f"({rhs} * {lhs})"  # isl wants the constant factor first
-            if isinstance(e.lhs, ir.AffineConstantExpr):
-                return f"({lhs} * {rhs})"
-            raise _NotAffine(str(e))  # semi-affine: a product of two unknowns
-        if not isinstance(e.rhs, ir.AffineConstantExpr):
-            raise _NotAffine(str(e))
-        if isinstance(e, ir.AffineModExpr):
-            return f"({lhs} mod {e.rhs.value})"
-        if isinstance(e, ir.AffineFloorDivExpr):
-            return f"floor({lhs} / {e.rhs.value})"
-        return f"ceil({lhs} / {e.rhs.value})"
-
-    def around(self, op: ir.Operation) -> None:
-        """Add what the loops and `affine.if`s around `op` say of their IVs and operands."""
-        child, parent = op, op.parent
-        while parent is not None and parent.operation.name != "func.func":
-            parent = parent.operation
-            if parent.name == "affine.for":
-                loop = parent.opview
-                iv = self.name(loop.induction_variable)
-                for bound, operands, rel in (
-                    (loop.lowerBoundMap.value, list(loop.lowerBoundOperands), ">="),
-                    (loop.upperBoundMap.value, list(loop.upperBoundOperands), "<"),
-                ):
-                    for e in bound.results:
-                        self.facts.append(f"{iv} {rel} {self.expr(e, operands, bound.n_dims)}")
-            elif parent.name == "affine.if":
-                exprs, equalities, n_dims = _condition(parent)
-                operands = list(parent.operands)
-                if child.block == parent.regions[0].blocks[0]:
-                    for e, eq in zip(exprs, equalities, strict=True):
-                        rel = "=" if eq else ">="
-                        self.facts.append(f"{self.expr(e, operands, n_dims)} {rel} 0")
-                elif len(exprs) == 1 and not equalities[0]:
-                    # the else branch of one inequality is its negation (more is a disjunction)
-                    self.facts.append(f"{self.expr(exprs[0], operands, n_dims)} < 0")
-            elif parent.name == "scf.for" and "unsignedCmp" not in parent.attributes:
-                loop = parent.opview
-                iv = self.name(loop.induction_variable)
-                self.facts.append(f"{iv} >= {self.name(loop.lowerBound)}")
-                self.facts.append(f"{iv} < {self.name(loop.upperBound)}")
-            child, parent = parent, parent.parent
-
-    def empty(self, extra: Sequence[str]) -> bool:
-        """Whether no integer point satisfies the facts and `extra` (a text isl cannot read is a
-        bug here, and raises)."""
-        constraints = " and ".join([*self.facts, *extra]) or "true"
-        return bool(isl.Set(f"{{ [{', '.join(self.names.values())}] : {constraints} }}").is_empty())
 
 
 def _never_equal(access: ir.Operation, ref: ir.Operation) -> bool:
@@ -344,7 +220,7 @@ def _never_equal(access: ir.Operation, ref: ir.Operation) -> bool:
         for (terms_a, const_a), (terms_b, const_b) in zip(mine, theirs, strict=True):
             if terms_a == terms_b and const_a != const_b:
                 return True
-    space = _Space()
+    space = Space()
     try:
         space.around(access)
         amap, aops = _access_map(access)
@@ -353,7 +229,7 @@ def _never_equal(access: ir.Operation, ref: ir.Operation) -> bool:
             f"{space.expr(a, aops, amap.n_dims)} = {space.expr(r, rops, rmap.n_dims)}"
             for a, r in zip(amap.results, rmap.results, strict=True)
         ]
-    except _NotAffine:
+    except Inexpressible:
         return False
     return space.empty(equal)
 
@@ -486,11 +362,11 @@ def _runs(loop: ir.Operation) -> bool:
                 if high.value > low.value:
                     continue
                 return False
-            space = _Space()
+            space = Space()
             try:
                 space.around(loop)
                 empty = f"{space.expr(high, uops, ub.n_dims)} <= {space.expr(low, lops, lb.n_dims)}"
-            except _NotAffine:
+            except Inexpressible:
                 return False
             if not space.empty([empty]):
                 return False

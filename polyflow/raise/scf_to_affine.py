@@ -117,9 +117,11 @@ def _const_int(value: ir.Value) -> int | None:
 
 
 def _copy_discardable(src: ir.Operation, dst: ir.Operation) -> None:
-    for named in src.attributes:
-        if "." in named.name:
-            dst.attributes[named.name] = named.attr
+    # discardable attributes are the dialect-prefixed ones (`polyflow.reductions`, ...);
+    # iterating an attribute map yields the names
+    for name in list(src.attributes):
+        if "." in name:
+            dst.attributes[name] = src.attributes[name]
 
 
 def _terminator(block: ir.Block) -> ir.Operation:

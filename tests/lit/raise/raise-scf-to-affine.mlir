@@ -555,3 +555,20 @@ func.func @odd(%n: i32, %a: memref<?xi32>) {
 // TWICE-LABEL: func.func @data_dependent_bound
 // TWICE:         } {polyflow.not_affine = "lower bound uses the counter of an enclosing loop that was not raised"}
 // TWICE-NEXT:    } {polyflow.not_affine = "upper bound is not affine: loaded from memory inside the loop nest"}
+
+// A raised loop keeps the dialect attributes of the scf.for (here a reduction mark).
+// CHECK-LABEL: func.func @keeps_discardable_attributes
+// CHECK: affine.for
+// CHECK: } {polyflow.reductions = ["add"]}
+func.func @keeps_discardable_attributes(%n: index, %A: memref<?xf64>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %z = arith.constant 0.0 : f64
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%s = %z) -> (f64) {
+    %v = memref.load %A[%i] : memref<?xf64>
+    %t = arith.addf %s, %v : f64
+    scf.yield %t : f64
+  } {polyflow.reductions = ["add"]}
+  memref.store %r, %A[%c0] : memref<?xf64>
+  return
+}
