@@ -87,6 +87,12 @@ def _one_line(message: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _limit_text(suite: Suite) -> str:
+    if suite.slowdown_limit > 0:
+        return f"{suite.slowdown_limit:g}x the reference's time (at most {suite.timeout:g} s)"
+    return f"{suite.timeout:g} s"
+
+
 def markdown(suite: Suite) -> str:
     """The Markdown report: configurations, the kernel × configuration table, geometric means,
     failures, what was not run, and polyflow's fallbacks."""
@@ -98,7 +104,8 @@ def markdown(suite: Suite) -> str:
         "",
         f"Run {suite.started}, {len(suite.kernels)} kernels, median of {suite.repeat} run(s) "
         f"each, {suite.threads} thread(s) for the parallel configurations; every output checked "
-        f"against gcc -O2 at relative tolerance {suite.rtol:g}; run took {suite.seconds:.0f} s.",
+        f"against gcc -O2 at relative tolerance {suite.rtol:g}; runs stopped after "
+        f"{_limit_text(suite)}; run took {suite.seconds:.0f} s ({suite.seconds / 60:.0f} min).",
         "",
         f"Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores. {versions}",
         "",

@@ -72,6 +72,7 @@ class Suite:
     rtol: float
     timeout: float
     started: str  # ISO 8601, local time
+    slowdown_limit: float = 0.0  # runs stop at this many times the reference's time (0: off)
     seconds: float = 0.0  # wall time of the whole run
     machine: dict[str, Any] = field(default_factory=dict)
     configs: list[ConfigInfo] = field(default_factory=list)

@@ -2,7 +2,8 @@
 
     python -m bench_polybench [--size MINI|SMALL|MEDIUM|LARGE|EXTRALARGE] [--kernels a,b]
                               [--configs gcc,polyflow,...] [--threads N] [--repeat 5]
-                              [--out DIR] [--timeout S] [--rtol 1e-6] [--jobs 2]
+                              [--out DIR] [--timeout S] [--slowdown-limit 10] [--rtol 1e-6]
+                              [--jobs 2] [--resume CHECKPOINT]
 
 Builds run side by side (`--jobs`, default 2); runs are sequential, so that they time alone:
 each kernel's configurations run in turn, `--repeat` rounds, and the median time is reported.
@@ -99,6 +100,7 @@ def run_suite(
     repeat: int,
     rtol: float = 1e-6,
     timeout: float = 600.0,
+    slowdown_limit: float = 0.0,
     build_timeout: float = 600.0,
     jobs: int = 2,
     kernels_dir: Path = KERNELS_DIR,
@@ -120,6 +122,7 @@ def run_suite(
         repeat=repeat,
         rtol=rtol,
         timeout=timeout,
+        slowdown_limit=slowdown_limit,
         started=datetime.now().isoformat(timespec="seconds"),
     )
     done: set[str] = set()
@@ -267,6 +270,7 @@ def _run_all(
             if ref.status == "ok":
                 reference_dump = outcome.stdout
         bar.advance(task)
+        limit = run_timeout(suite, ref.median if ref.status == "ok" else None)
         live = list(cells[kernel])
         for round_ in range(suite.repeat):
             for cell, config in list(live):
@@ -275,10 +279,13 @@ def _run_all(
                     description=f"running {kernel} ({config.name}) {round_ + 1}/{suite.repeat}",
                 )
                 outcome = run_program(
-                    _exe(workdir, suite.size, kernel, config.name),
-                    config.env(suite.threads),
-                    suite.timeout,
+                    _exe(workdir, suite.size, kernel, config.name), config.env(suite.threads), limit
                 )
+                if outcome.timed_out and limit < suite.timeout:
+                    outcome.error = (
+                        f"timed out after {limit:.0f} s ({suite.slowdown_limit:g}x the "
+                        f"reference's {ref.median:.3g} s)"
+                    )
                 _record(cell, outcome)
                 if outcome.error is not None:  # no more rounds for it
                     live.remove((cell, config))
@@ -289,6 +296,19 @@ def _run_all(
         suite.completed.append(kernel)
         save()
     bar.update(task, description="running: done")
+
+
+# A run is never cut shorter than this, however fast the reference was.
+MIN_RUN_TIMEOUT = 30.0
+
+
+def run_timeout(suite: Suite, reference_seconds: float | None) -> float:
+    """The time limit of one run of a kernel: `suite.timeout`, or less with a slowdown limit:
+    that many times the reference's time (a configuration 10x slower than gcc -O2 has made its
+    point; waiting the full limit for it three times is most of a LARGE run)."""
+    if suite.slowdown_limit <= 0 or reference_seconds is None:
+        return suite.timeout
+    return min(suite.timeout, max(MIN_RUN_TIMEOUT, suite.slowdown_limit * reference_seconds))
 
 
 def _record(cell: Cell, outcome: RunOutcome) -> None:
@@ -338,6 +358,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="where reports go")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run (600)")
     parser.add_argument(
+        "--slowdown-limit",
+        type=float,
+        default=10.0,
+        help="stop a run at this many times the gcc -O2 reference's time (at least "
+        f"{MIN_RUN_TIMEOUT:g} s; 0: only --timeout; default 10)",
+    )
+    parser.add_argument(
         "--build-timeout", type=float, default=600.0, help="seconds per build (600)"
     )
     parser.add_argument("--rtol", type=float, default=1e-6, help="validation tolerance (1e-6)")
@@ -373,8 +400,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     for name in ("threads", "repeat", "jobs"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
-    if args.timeout <= 0 or args.build_timeout <= 0 or args.rtol < 0:
-        parser.error("--timeout and --build-timeout must be positive, --rtol not negative")
+    if args.timeout <= 0 or args.build_timeout <= 0 or args.rtol < 0 or args.slowdown_limit < 0:
+        parser.error(
+            "--timeout and --build-timeout must be positive, --rtol and --slowdown-limit "
+            "not negative"
+        )
     return args
 
 
@@ -403,6 +433,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 repeat=args.repeat,
                 rtol=args.rtol,
                 timeout=args.timeout,
+                slowdown_limit=args.slowdown_limit,
                 build_timeout=args.build_timeout,
                 jobs=args.jobs,
                 kernels_dir=args.kernels_dir,

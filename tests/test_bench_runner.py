@@ -131,3 +131,17 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     assert resumed.completed == ["gemm", "syrk"]
     with pytest.raises(ValueError, match="repeat"):
         runner.run_suite(**{**common, "repeat": 2}, resume=Suite.from_json(saved))  # type: ignore[arg-type]
+
+
+def test_the_run_time_limit_follows_the_reference() -> None:
+    suite = Suite(size="LARGE", threads=2, repeat=3, rtol=1e-6, timeout=600.0, started="")
+    assert runner.run_timeout(suite, 40.0) == 600.0  # no slowdown limit: the absolute one
+    suite.slowdown_limit = 10.0
+    assert runner.run_timeout(suite, 40.0) == 400.0
+    assert runner.run_timeout(suite, 0.5) == runner.MIN_RUN_TIMEOUT
+    assert runner.run_timeout(suite, 100.0) == 600.0
+    assert runner.run_timeout(suite, None) == 600.0  # the reference failed
+    args = runner.parse_args([])
+    assert args.slowdown_limit == 10.0
+    with pytest.raises(SystemExit):
+        runner.parse_args(["--slowdown-limit", "-1"])
