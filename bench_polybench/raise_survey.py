@@ -36,7 +36,8 @@ class KernelSurvey:
     loops: int = 0
     loops_raised: int = 0
     reasons: list[str] = field(default_factory=list)
-    seconds: float | None = None
+    seconds: float | None = None  # wall time of the raising
+    cpu_seconds: float | None = None  # its CPU time (robust to a busy machine)
     error: str | None = None  # the kernel could not be compiled (or the compiler crashed)
     report: dict[str, Any] | None = None
 
@@ -49,6 +50,7 @@ class KernelSurvey:
             "loops_raised": self.loops_raised,
             "reasons": self.reasons,
             "ms": None if self.seconds is None else self.seconds * 1000,
+            "cpu_ms": None if self.cpu_seconds is None else self.cpu_seconds * 1000,
             "error": self.error,
             "report": self.report,
         }
@@ -75,7 +77,7 @@ def survey_kernel(kernel: str, size: str) -> KernelSurvey:
     if function in report.skipped:
         row.error = f"not compiled by polyflow: {report.skipped[function]}"
         return row
-    row.seconds = report.seconds
+    row.seconds, row.cpu_seconds = report.seconds, report.cpu_seconds
     try:
         fn = report.function(function)
     except KeyError:
@@ -104,6 +106,7 @@ def render(rows: list[KernelSurvey], size: str, console: Console) -> None:
     table.add_column("loops raised", justify="right")
     table.add_column("not raised because", overflow="fold")
     table.add_column("ms", justify="right")
+    table.add_column("CPU ms", justify="right")
     for row in rows:
         affine = (
             "[red]error[/]"
@@ -112,14 +115,18 @@ def render(rows: list[KernelSurvey], size: str, console: Console) -> None:
         )
         reasons = row.error or "; ".join(row.reasons)
         ms = "—" if row.seconds is None else f"{row.seconds * 1000:.1f}"
-        table.add_row(row.kernel, affine, f"{row.loops_raised}/{row.loops}", escape(reasons), ms)
+        cpu = "—" if row.cpu_seconds is None else f"{row.cpu_seconds * 1000:.1f}"
+        table.add_row(
+            row.kernel, affine, f"{row.loops_raised}/{row.loops}", escape(reasons), ms, cpu
+        )
     console.print(table)
     totals = summary(rows)
     slowest = f" ({totals['max_kernel']})" if totals["max_kernel"] else ""
     console.print(
         f"fully affine: {totals['fully_affine']}/{totals['kernels']} kernels; "
         f"loops raised: {totals['loops_raised']}/{totals['loops']}; "
-        f"max raising time: {totals['max_ms']:.1f} ms{slowest}"
+        f"max raising time: {totals['max_ms']:.1f} ms{slowest}, "
+        f"max CPU time: {totals['max_cpu_ms']:.1f} ms ({totals['max_cpu_kernel']})"
     )
 
 
@@ -127,6 +134,7 @@ def summary(rows: list[KernelSurvey]) -> dict[str, Any]:
     """Totals over the kernels: how many fully affine, loops raised, the longest raising time."""
     timed = [r for r in rows if r.seconds is not None]
     slowest = max(timed, key=lambda r: r.seconds or 0.0, default=None)
+    hungriest = max(timed, key=lambda r: r.cpu_seconds or 0.0, default=None)
     return {
         "kernels": len(rows),
         "fully_affine": sum(1 for r in rows if r.fully_affine),
@@ -135,6 +143,8 @@ def summary(rows: list[KernelSurvey]) -> dict[str, Any]:
         "errors": sum(1 for r in rows if r.error),
         "max_ms": (slowest.seconds or 0.0) * 1000 if slowest else 0.0,
         "max_kernel": slowest.kernel if slowest else None,
+        "max_cpu_ms": (hungriest.cpu_seconds or 0.0) * 1000 if hungriest else 0.0,
+        "max_cpu_kernel": hungriest.kernel if hungriest else None,
     }
 
 

@@ -153,7 +153,9 @@ class RaiseReport:
 
     functions: tuple[FunctionRaise, ...] = ()
     enabled: bool = True  # False: the options turned raising off, nothing was tried
-    seconds: float | None = None  # time raising took, when known
+    seconds: float | None = None  # wall time raising took, when known
+    # CPU time of that (all threads of this process): what raising costs on a busy machine
+    cpu_seconds: float | None = None
     skipped: dict[str, str] = field(default_factory=dict)  # left to the C compiler: why
 
     @classmethod
@@ -234,6 +236,7 @@ class RaiseReport:
         return {
             "enabled": self.enabled,
             "seconds": self.seconds,
+            "cpu_seconds": self.cpu_seconds,
             "fully_affine": self.fully_affine,
             "functions": [fn.to_dict() for fn in self.functions],
             "skipped": dict(self.skipped),
@@ -361,16 +364,16 @@ def raise_report(
     # to those left to the C compiler go through trampolines); only `functions` are raised.
     cmod = emit_c_module(parse_c(text, filename, options, source_dir), external_calls=True)
     only = tuple(functions) if functions is not None else None
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     module = raise_to_affine(cmod.module, options, functions=only)
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     report = RaiseReport.from_module(
         module, functions=only, enabled=raising_enabled(options), seconds=seconds
     )
     skipped = {
         name: exc.reason for name, exc in cmod.skipped.items() if only is None or name in only
     }
-    return RaiseReport(report.functions, report.enabled, report.seconds, skipped)
+    return RaiseReport(report.functions, report.enabled, report.seconds, cpu_seconds, skipped)
 
 
 def _read_source(source_or_path: str | Path) -> tuple[str, str, Path | None]:
