@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from polyflow.errors import CompileError
 
-EMITS = ["mlir", "affine", "llvm-dialect", "llvm", "obj", "exe"]
-TEXT_STAGES = ("mlir", "affine", "llvm-dialect")  # to stdout unless -o says otherwise
+EMITS = ["mlir", "affine", "affine-opt", "schedule", "llvm-dialect", "llvm", "obj", "exe"]
+# to stdout unless -o says otherwise
+TEXT_STAGES = ("mlir", "affine", "affine-opt", "schedule", "llvm-dialect")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -56,10 +58,115 @@ def _build_parser() -> argparse.ArgumentParser:
     build.add_argument(
         "--report",
         action="store_true",
-        help="print what raising to affine made of each loop, and why not, on stderr",
+        help="print what raising to affine made of each loop, and why not, and what the -O3 "
+        "stage skipped, on stderr",
     )
+    _add_polyhedral_arguments(build)
     build.add_argument("--time", action="store_true", help="print the time of each stage")
     return parser
+
+
+def _add_polyhedral_arguments(build: argparse.ArgumentParser) -> None:
+    """The -O3 stage's switches (all on by default at -O3; see polyflow.options.Options)."""
+    group = build.add_argument_group("polyhedral optimization (-O3)")
+    group.add_argument(
+        "--schedule",
+        dest="schedule",
+        action="store_true",
+        default=None,
+        help="reschedule with isl (fusion, tiling, splitting); experimental, off by default",
+    )
+    group.add_argument(
+        "--no-schedule",
+        dest="schedule",
+        action="store_false",
+        help="keep the source order (the default for now)",
+    )
+    group.add_argument("--no-tile", dest="tile", action="store_false", help="do not tile")
+    group.add_argument(
+        "--no-split", dest="split", action="store_false", help="do not split statements"
+    )
+    group.add_argument(
+        "--no-parallel",
+        dest="parallel",
+        action="store_false",
+        help="no OpenMP loops (sequential code)",
+    )
+    group.add_argument(
+        "--no-parallel-reductions",
+        dest="parallel_reductions",
+        action="store_false",
+        help="keep floating-point reductions sequential (bit-exact sums)",
+    )
+    group.add_argument(
+        "--tile-sizes",
+        type=_tile_sizes,
+        default=None,
+        metavar="N,N,...",
+        help="tile size per band dimension, outermost first (the last repeats)",
+    )
+    group.add_argument(
+        "--tile-second-level",
+        action="store_true",
+        help="tile the tiles once more (L2/L3 cache)",
+    )
+    group.add_argument(
+        "--schedule-preset",
+        choices=["pluto", "isl", "feautrier"],
+        default="pluto",
+        help="isl scheduler settings",
+    )
+    group.add_argument(
+        "--fusion", choices=["max", "min", "smart"], default="smart", help="how much to fuse"
+    )
+    group.add_argument(
+        "--min-parallel-trip",
+        type=int,
+        default=8,
+        metavar="N",
+        help="keep loops known to run fewer than N iterations sequential",
+    )
+
+
+def _tile_sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of integers: '{text}'") from None
+    if not sizes or any(size <= 0 for size in sizes):
+        raise argparse.ArgumentTypeError(f"tile sizes must be positive integers: '{text}'")
+    return sizes
+
+
+def options_from_args(args: argparse.Namespace) -> Any:
+    """The `Options` the parsed command line asks for."""
+    from polyflow.options import Options
+
+    return Options(
+        opt_level=args.opt_level,
+        march=args.march,
+        functions=tuple(f for f in args.functions.split(",") if f) if args.functions else None,
+        include_dirs=tuple(args.include_dirs),
+        defines=tuple(args.defines),
+        cc=args.cc,
+        fp_contract=args.fp_contract,
+        raise_affine=args.raise_affine,
+        schedule=args.schedule is True,
+        schedule_preset=args.schedule_preset,
+        fusion=args.fusion,
+        tile=args.tile,
+        tile_sizes=args.tile_sizes,
+        tile_second_level=args.tile_second_level,
+        split=args.split,
+        parallel=args.parallel,
+        parallel_reductions=args.parallel_reductions,
+        min_parallel_trip=args.min_parallel_trip,
+    )
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The command line, C-compiler spellings (`-O3`, `-Idir`) accepted."""
+    return _build_parser().parse_args(_normalize_argv(argv))
 
 
 def _normalize_argv(argv: list[str]) -> list[str]:
@@ -80,21 +187,9 @@ def _normalize_argv(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _build_parser().parse_args(_normalize_argv(sys.argv[1:] if argv is None else argv))
-    from polyflow.options import Options
-
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        options = Options(
-            opt_level=args.opt_level,
-            march=args.march,
-            functions=tuple(f for f in args.functions.split(",") if f) if args.functions else None,
-            include_dirs=tuple(args.include_dirs),
-            defines=tuple(args.defines),
-            cc=args.cc,
-            fp_contract=args.fp_contract,
-            raise_affine=args.raise_affine,
-        )
-        return _build(args, options)
+        return _build(args, options_from_args(args))
     except CompileError as exc:
         print(exc.format(), file=sys.stderr)
         return 1
@@ -132,6 +227,9 @@ def _build(args: argparse.Namespace, options: object) -> int:
             print(warning, file=sys.stderr)
         if report.raising is not None:  # stderr, so that `-o -` output stays clean
             print(report.raising.format(), file=sys.stderr)
+        if args.report:
+            for note in report.notes:
+                print(f"note: {note}", file=sys.stderr)
         if to_stdout:
             sys.stdout.write(output.read_text())
     if args.time:

@@ -21,6 +21,7 @@ PASSES: dict[str, str] = {
     "raise-delinearize": "polyflow.raise.delinearize:RaiseDelinearize",
     "raise-reductions": "polyflow.raise.reductions:RaiseReductions",
     "schedule-split-statements": "polyflow.schedule.split:SplitStatements",
+    "schedule-parallelize": "polyflow.schedule.parallelize:ScheduleParallelize",
 }
 
 _ELEMENT = re.compile(r"\s*([A-Za-z0-9_.\-]+)\s*(\{[^}]*\})?\s*(?:,|$)")

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 
 from mlir import ir
 
+from polyflow import schedule as _scheduling
 from polyflow.backend.llvm_ir import optimize_llvm_ir, translate_to_llvm_ir
 from polyflow.backend.lower import lower_to_llvm_dialect
+from polyflow.backend.toolchain import openmp_library_dir
 from polyflow.options import Options
 
 # `raise` is a Python keyword: no import statement can name the package, so load it by name.
@@ -18,9 +20,24 @@ _raising = importlib.import_module("polyflow.raise")
 
 ModuleStage = tuple[str, Callable[[ir.Module, Options], ir.Module]]
 
-# MLIR → MLIR stages after the frontend, in order. Scheduling slots in before lowering.
+
+def _stage_options(options: Options) -> Options:
+    """The options the `affine-opt` stage runs with: no OpenMP loops without an OpenMP runtime
+    to link them with (the intel-openmp wheel)."""
+    if options.parallel and openmp_library_dir() is None:
+        return options.model_copy(update={"parallel": False})
+    return options
+
+
+def _optimize_affine(module: ir.Module, options: Options) -> ir.Module:
+    return _scheduling.schedule_module(module, _stage_options(options))
+
+
+# MLIR → MLIR stages after the frontend, in order: raising, the polyhedral stage (rescheduling
+# and parallelization, -O3 only), lowering.
 MODULE_STAGES: list[ModuleStage] = [
     ("affine", lambda module, options: _raising.raise_to_affine(module, options)),
+    ("affine-opt", _optimize_affine),
     ("llvm-dialect", lambda module, options: lower_to_llvm_dialect(module)),
 ]
 STAGE_NAMES = ["mlir", *(name for name, _ in MODULE_STAGES), "llvm"]
@@ -29,13 +46,17 @@ STAGE_NAMES = ["mlir", *(name for name, _ in MODULE_STAGES), "llvm"]
 @dataclass
 class PipelineResult:
     """What the pipeline produced: the final module, LLVM IR (if reached), each kept stage's text,
-    each stage's time and the warnings of the stages (a function left unraised, and why)."""
+    each stage's time, the warnings of the stages (a function left unraised, and why), the notes
+    of the polyhedral stage (what it skipped, which loops reorder float reductions) and the isl
+    schedule trees it generated code from, by function."""
 
     module: ir.Module
     llvm_ir: str | None = None
     stages: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    schedules: dict[str, str] = field(default_factory=dict)
 
 
 def run_pipeline(
@@ -65,6 +86,15 @@ def run_pipeline(
         result.module = module
         if name == "affine":
             result.warnings += _raising.raise_warnings(module)
+        elif name == "affine-opt" and _scheduling.scheduling_enabled(options):
+            result.warnings += _scheduling.schedule_warnings(module)
+            if _stage_options(options) != options:
+                result.warnings.append(
+                    "warning: no OpenMP runtime (libiomp5 from the intel-openmp package) was "
+                    "found: loops stay sequential"
+                )
+            result.notes += _scheduling.schedule_notes(module)
+            result.schedules = _scheduling.schedule_trees(module)
         if name in keep:
             result.stages[name] = str(module)
         if after_stage is not None:

@@ -35,7 +35,7 @@ SAXPY = """void kernel(int n, double a, double *x, double *y) {
 
 
 def test_affine_stage_follows_mlir_and_is_on_by_default() -> None:
-    assert STAGE_NAMES[:3] == ["mlir", "affine", "llvm-dialect"]
+    assert STAGE_NAMES[:4] == ["mlir", "affine", "affine-opt", "llvm-dialect"]
     assert polyflow.Options().raise_affine is True
     assert raising.raising_enabled(polyflow.Options())
     assert not raising.raising_enabled(polyflow.Options(opt_level=0))

@@ -16,6 +16,7 @@ from mlir import ir
 
 from polyflow.backend.c_splice import BodySpan, find_function_body, splice
 from polyflow.backend.llvm_ir import compile_llvm_ir_to_object
+from polyflow.backend.toolchain import openmp_library_dir
 from polyflow.errors import CompileError
 from polyflow.frontend.c import CFunction, CModule, emit_c_module
 from polyflow.frontend.c_parse import parse_c, preprocessor_flags
@@ -26,7 +27,9 @@ from polyflow.pipeline import PipelineResult, run_pipeline
 @dataclass
 class BuildReport:
     """What a build did: which functions went through MLIR, which did not and why, and how long;
-    with `raise_report=True`, what raising made of each function (a `RaiseReport`)."""
+    with `raise_report=True`, what raising made of each function (a `RaiseReport`). `notes`: what
+    the polyhedral stage skipped and which loops reorder floating-point reductions; `parallel`:
+    whether the program runs OpenMP loops (and links libiomp5)."""
 
     output: Path
     compiled: list[str] = field(default_factory=list)
@@ -34,6 +37,9 @@ class BuildReport:
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     raising: Any = None  # polyflow.raise.report.RaiseReport (`raise` cannot be named in a type)
+    notes: list[str] = field(default_factory=list)
+    schedules: dict[str, str] = field(default_factory=dict)
+    parallel: bool = False
 
     def leave_to_cc(self, name: str, where: str, reason: str) -> None:
         """Record that `name` is built by the C compiler, and warn with the reason."""
@@ -123,11 +129,17 @@ def build_program(
             result = run_pipeline(
                 cmod.module,
                 options,
-                stop_after=emit if emit in ("affine", "llvm-dialect") else "llvm",
+                stop_after=_STOP_AFTER.get(emit, "llvm"),
                 after_stage=after_stage,
             )
             _record(report, result)
             _write_stage(result, emit, output, options)
+            if emit == "obj" and uses_openmp(result.llvm_ir or ""):
+                report.parallel = True
+                report.warnings.append(
+                    f"{filename}: warning: the object file has OpenMP loops: link it with "
+                    f"-L{openmp_library_dir()} -liomp5"
+                )
             return report
         llvm_ir: str | None = None
         try:
@@ -155,14 +167,47 @@ def build_program(
         )
         rest = Path(tmp) / "rest.o"
         _compile_rest(spliced, rest, options, source_dir, filename)
-        _run_cc([options.cc, "-o", str(output), str(rest), *objects, "-lm"], "linking", filename)
+        report.parallel = bool(objects) and uses_openmp(llvm_ir or "")
+        runtime = _openmp_link_flags(filename) if report.parallel else []
+        _run_cc(
+            [options.cc, "-o", str(output), str(rest), *objects, "-lm", *runtime],
+            "linking",
+            filename,
+        )
     report.timings["cc+link"] = time.perf_counter() - start
     return report
+
+
+# --emit=STAGE → the pipeline stage to stop after ('schedule' prints what 'affine-opt' recorded).
+_STOP_AFTER = {
+    "affine": "affine",
+    "affine-opt": "affine-opt",
+    "schedule": "affine-opt",
+    "llvm-dialect": "llvm-dialect",
+}
+
+
+def uses_openmp(llvm_ir: str) -> bool:
+    """Whether LLVM IR calls the OpenMP runtime (it has parallel loops)."""
+    return "@__kmpc_" in llvm_ir
+
+
+def _openmp_link_flags(filename: str) -> list[str]:
+    """Link with libiomp5 from the intel-openmp wheel, found at run time through the rpath."""
+    directory = openmp_library_dir()
+    if directory is None:  # the pipeline parallelizes nothing without it: a bug if reached
+        raise CompileError(
+            "parallel code needs the OpenMP runtime libiomp5 (pip install intel-openmp)",
+            file=filename,
+        )
+    return [f"-L{directory}", "-liomp5", f"-Wl,-rpath,{directory}"]
 
 
 def _record(report: BuildReport, result: PipelineResult) -> None:
     report.timings.update(result.timings)
     report.warnings += result.warnings
+    report.notes += result.notes
+    report.schedules.update(result.schedules)
     if report.raising is not None and "affine" in result.timings:
         report.raising = dataclasses.replace(report.raising, seconds=result.timings["affine"])
 
@@ -182,12 +227,27 @@ def _reporter(report: BuildReport, options: Options) -> Callable[[str, ir.Module
 
 
 def _write_stage(result: PipelineResult, emit: EmitStage, output: Path, options: Options) -> None:
-    if emit in ("affine", "llvm-dialect"):
+    if emit in ("affine", "affine-opt", "llvm-dialect"):
         output.write_text(str(result.module))
+    elif emit == "schedule":
+        output.write_text(format_schedules(result.schedules, options))
     elif emit == "llvm":
         output.write_text(result.llvm_ir or "")
     elif emit == "obj":
         compile_llvm_ir_to_object(result.llvm_ir or "", output, options)
+
+
+def format_schedules(schedules: dict[str, str], options: Options) -> str:
+    """The isl schedule trees of `--emit=schedule`, one commented header per function."""
+    if not schedules:
+        if options.opt_level != 3:
+            why = "rescheduling runs at -O3 only"
+        elif not options.schedule:
+            why = "rescheduling is off (--no-schedule)"
+        else:
+            why = "no function was rescheduled (see the warnings and --report)"
+        return f"# no schedule: {why}\n"
+    return "".join(f"# function {name}\n{tree.rstrip()}\n" for name, tree in schedules.items())
 
 
 def _give_up_on_mlir(report: BuildReport, filename: str, exc: Exception) -> None:

@@ -11,6 +11,8 @@ import numpy as np
 from mlir.execution_engine import ExecutionEngine
 from pycparser import c_ast
 
+from polyflow.backend.lower import has_parallel_loops
+from polyflow.backend.toolchain import openmp_library_dir
 from polyflow.errors import CompileError
 from polyflow.frontend.c import (
     CABI_PREFIX,
@@ -59,7 +61,8 @@ class CompiledFunction:
     """A JIT-compiled C function; call it like the C function, with NumPy arrays for arrays.
 
     File-scope variables the function uses live in `globals` (NumPy arrays, initialized as C would);
-    `warnings` says what the compiler could not do (e.g. a function left unraised, and why).
+    `warnings` says what the compiler could not do (e.g. a function left unraised, and why);
+    `notes` what the polyhedral stage (-O3) skipped and which loops reorder float reductions.
     """
 
     def __init__(
@@ -69,12 +72,14 @@ class CompiledFunction:
         cmod: CModule,
         stages: dict[str, str],
         warnings: Sequence[str] = (),
+        notes: Sequence[str] = (),
     ) -> None:
         self._engine = engine  # keeps the compiled code alive
         self.name = fn.name
         self.signature = fn
         self.stages = stages
         self.warnings = list(warnings)
+        self.notes = list(notes)
         self.globals: dict[str, np.ndarray] = {
             g: _initial_global(cmod.globals[g], cmod) for g in fn.globals
         }
@@ -84,7 +89,7 @@ class CompiledFunction:
         self._packed = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
 
     def mlir(self, stage: str = "mlir") -> str:
-        """The IR after a pipeline stage ('mlir', 'affine', 'llvm-dialect')."""
+        """The IR after a pipeline stage ('mlir', 'affine', 'affine-opt', 'llvm-dialect')."""
         if stage not in self.stages:
             raise KeyError(f"stage '{stage}' not kept (have: {', '.join(self.stages)})")
         return self.stages[stage]
@@ -241,7 +246,21 @@ def compile_c(
             cmod.module,
             options,
             stop_after="llvm-dialect",
-            keep=frozenset({"mlir", "affine", "llvm-dialect"}),
+            keep=frozenset({"mlir", "affine", "affine-opt", "llvm-dialect"}),
         )
-        engine = ExecutionEngine(result.module, opt_level=0 if options.opt_level == 0 else 3)
-    return CompiledFunction(engine, cmod.functions[entry], cmod, result.stages, result.warnings)
+        engine = ExecutionEngine(
+            result.module,
+            opt_level=0 if options.opt_level == 0 else 3,
+            shared_libs=_runtime_libraries(result.module),
+        )
+    return CompiledFunction(
+        engine, cmod.functions[entry], cmod, result.stages, result.warnings, result.notes
+    )
+
+
+def _runtime_libraries(module: Any) -> list[str]:
+    """The shared libraries the JIT-compiled code calls into: libiomp5 for OpenMP loops."""
+    directory = openmp_library_dir()
+    if directory is None or not has_parallel_loops(module):
+        return []
+    return [str(directory / "libiomp5.so")]

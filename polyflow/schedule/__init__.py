@@ -1,0 +1,380 @@
+"""The polyhedral stage: affine functions → rescheduled, tiled, parallel affine functions, never
+wrong code.
+
+`schedule_module(module, options)` runs, at `-O3` (`scheduling_enabled`), on every function the
+raising stage works on (not the C-ABI entries `__polyflow_*`, not functions marked
+`polyflow.no_raise`, not those whose raising failed), each on its own copy:
+
+1. rescheduling (`options.schedule`): statement splitting (`schedule-split-statements`, with
+   `options.split`) → `extract_scops` (model.py) → per scop `compute_dependences`
+   (dependences.py) → `schedule_scop` (scheduler.py) → `tile_schedule` (tiling.py; it honours
+   `options.tile`) → `check_schedule_legal` on the final schedule → `generate` (codegen.py) →
+   cleanups (raise-mem2reg, raise-reductions, canonicalize, cse);
+2. parallelization (`options.parallel`): `schedule-parallelize` (parallelize.py).
+
+A scop that cannot be scheduled keeps its code (with a note). When rescheduling a function fails
+anywhere else, the function keeps its raised code, is marked `polyflow.not_scheduled = "<reason>"`
+and `schedule_warnings` names it; when parallelization fails, the function keeps its
+rescheduled, sequential code with the same mark. The isl schedule trees of each function go to
+its `polyflow.schedule` attribute (`schedule_trees`, `--emit=schedule`); what a step skipped goes
+to `polyflow.schedule_notes` (`schedule_notes`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from mlir import ir
+from mlir.passmanager import PassManager
+
+from polyflow import passes
+from polyflow.options import Options
+
+# `raise` is a Python keyword: load the raising package by name (it lies up the flow).
+_raising = importlib.import_module("polyflow.raise")
+
+NOT_SCHEDULED_ATTR = "polyflow.not_scheduled"
+SCHEDULE_ATTR = "polyflow.schedule"
+NOTES_ATTR = "polyflow.schedule_notes"
+NOT_AFFINE_ATTR = "polyflow.not_affine"
+
+# After code generation: scratchpads back to SSA values, reductions marked again (the
+# parallelizer reads the marks), the generated bounds and subscripts folded.
+CLEANUP_PIPELINE = "raise-mem2reg,raise-reductions,canonicalize,cse"
+
+# While the scheduling modules land one by one, a missing one skips its step with a note.
+# (module, name) of each step; the model, dependences, scheduler and codegen are all needed.
+_STEPS = {
+    "extract_scops": ("model", "extract_scops"),
+    "compute_dependences": ("dependences", "compute_dependences"),
+    "schedule_scop": ("scheduler", "schedule_scop"),
+    "generate": ("codegen", "generate"),
+}
+
+
+class _StepFailed(Exception):
+    """A step that changes the IR failed: the function must be restored."""
+
+
+def scheduling_enabled(options: Options) -> bool:
+    """Whether the `affine-opt` stage does anything: `-O3` with rescheduling or
+    parallelization on (and raising, which makes the affine code the stage works on)."""
+    return (
+        options.opt_level == 3
+        and (options.schedule or options.parallel)
+        and _raising.raising_enabled(options)
+    )
+
+
+def _optional(module: str, name: str, notes: list[str]) -> Any | None:
+    """`polyflow.schedule.<module>.<name>`, or None with a note when it does not exist (yet)."""
+    try:
+        return getattr(importlib.import_module(f"polyflow.schedule.{module}"), name)
+    except (ImportError, AttributeError) as exc:
+        notes.append(f"{module}.{name} is not available ({exc})")
+        return None
+
+
+def _symbol_name(op: ir.Operation) -> str:
+    return ir.StringAttr(op.attributes["sym_name"]).value
+
+
+def schedulable_functions(module: ir.Module) -> Iterator[ir.Operation]:
+    """The functions the stage works on: those raising works on, minus those it left unraised."""
+    for fn in _raising.raisable_functions(module):
+        if NOT_AFFINE_ATTR not in fn.attributes:
+            yield fn
+
+
+def _scratch_copy(module: ir.Module, target: ir.Operation) -> tuple[ir.Module, ir.Operation]:
+    """A module holding a copy of `target`, declarations of the other functions (so that calls
+    verify) and copies of the other top-level ops (globals); and the copy."""
+    scratch = ir.Module.create(loc=module.operation.location)
+    copy: ir.Operation | None = None
+    with ir.InsertionPoint(scratch.body):
+        for op in module.body.operations:
+            operation = op.operation
+            if operation == target:
+                copy = operation.clone()
+            elif operation.name == "func.func":
+                ir.Operation.create(
+                    "func.func",
+                    attributes={
+                        "sym_name": operation.attributes["sym_name"],
+                        "function_type": operation.attributes["function_type"],
+                        "sym_visibility": ir.StringAttr.get("private"),
+                    },
+                    regions=1,
+                    loc=operation.location,
+                )
+            else:
+                operation.clone()
+    assert copy is not None, "the function to schedule is not in its module"
+    return scratch, copy
+
+
+def _run_pipeline(fn: ir.Operation, pipeline: str) -> None:
+    """Run a pipeline (polyflow and upstream passes) on one function; a failure raises
+    `_StepFailed` naming the pass."""
+    for element in passes.pipeline_elements(pipeline):
+        try:
+            passes.function_pass_manager(element).run(fn)
+        except Exception as exc:
+            raise _StepFailed(f"pass '{element}' failed: {_describe(exc)}") from exc
+
+
+def _run_pass(fn: ir.Operation, instance: Any) -> None:
+    pm = PassManager("func.func")
+    pm.add(instance, instance.name)
+    try:
+        pm.run(fn)
+    except Exception as exc:
+        raise _StepFailed(f"pass '{instance.name}' failed: {_describe(exc)}") from exc
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, ir.MLIRError):
+        details = "; ".join(str(d.message) for d in exc.error_diagnostics)
+        return details or "it signalled failure"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _split(fn: ir.Operation, notes: list[str]) -> None:
+    if "schedule-split-statements" in passes.PASSES:
+        _run_pipeline(fn, "schedule-split-statements")
+        return
+    cls = _optional("split", "SplitStatements", notes)
+    if cls is not None:
+        _run_pass(fn, cls())
+
+
+def _access_relations(scop: Any) -> list[Any]:
+    return [access.relation for stmt in scop.statements for access in stmt.accesses]
+
+
+def _generate(generate: Callable[..., Any], scop: Any, region: Any, schedule: Any) -> None:
+    """Call codegen's `generate` with the scop, its region (when model.py gives one) and the
+    schedule, matched by parameter name.
+
+    Transitional: CONTRACT.md says `generate(scop, schedule)`, while model.py pairs each Scop with
+    the ScopRegion codegen reads; fix the call here once codegen.py lands."""
+    by_name = {"region": region, "schedule": schedule, "scop": scop}
+    args = []
+    for parameter in inspect.signature(generate).parameters.values():
+        key = next((k for k in by_name if k in parameter.name.lower()), None)
+        if key is None:
+            break
+        args.append(by_name[key])
+    if len(args) < 2:
+        args = [scop, schedule] if region is None else [scop, region, schedule]
+    generate(*args)
+
+
+def reschedule_function(fn: ir.Operation, options: Options, notes: list[str]) -> list[str]:
+    """Reschedule the scops of function `fn` in place (steps 1 of the module docstring); returns
+    the schedule tree of each scop it generated code for. A scop that cannot be scheduled is
+    left as it is, with a note; a failure that may have changed the IR raises."""
+    steps = {key: _optional(module, name, notes) for key, (module, name) in _STEPS.items()}
+    if any(step is None for step in steps.values()):
+        # splitting only pays off when the split statements are rescheduled
+        notes.append("rescheduling skipped: a scheduling module is missing")
+        return []
+    if options.split:
+        _split(fn, notes)
+    tile: Callable[..., Any] | None = _optional("tiling", "tile_schedule", notes)
+    legal: Callable[..., bool] | None = _optional("scheduler", "check_schedule_legal", notes)
+    describe: Callable[[Any], str] = _optional("tiling", "describe_schedule", notes) or str
+    declined: type[Exception] | None = _optional("codegen", "CodegenError", notes)
+
+    trees: list[str] = []
+    try:
+        found = steps["extract_scops"](fn)  # type: ignore[misc]
+    except Exception as exc:
+        # it may have demoted values to scratchpads before failing: restore the function
+        raise _StepFailed(f"extract_scops failed: {_describe(exc)}") from exc
+    for index, item in enumerate(found):
+        # model.py pairs each Scop with its ScopRegion (the MLIR side codegen reads)
+        scop, region = item if isinstance(item, tuple) else (item, None)
+        where = f"scop {index}"
+        try:
+            deps = steps["compute_dependences"](scop)  # type: ignore[misc]
+            schedule = steps["schedule_scop"](scop, deps, options=options)  # type: ignore[misc]
+            if legal is not None and not legal(schedule, deps.validity):
+                notes.append(f"{where}: the schedule violates a dependence; source order kept")
+                continue
+            if tile is not None:
+                tiled = tile(schedule, options=options, accesses=_access_relations(scop))
+                if legal is None or legal(tiled, deps.validity):
+                    schedule = tiled
+                else:  # tiling permutable bands is legal by construction: a bug, say so
+                    notes.append(f"{where}: the tiled schedule violates a dependence; untiled")
+        except Exception as exc:  # nothing is changed yet: this scop keeps its code
+            notes.append(f"{where}: source order kept: {_describe(exc)}")
+            continue
+        try:
+            _generate(steps["generate"], scop, region, schedule)  # type: ignore[arg-type]
+        except Exception as exc:
+            if declined is not None and isinstance(exc, declined):
+                # codegen's own refusal leaves the region as it was: only this scop keeps its code
+                notes.append(f"{where}: source order kept: {_describe(exc)}")
+                continue
+            raise _StepFailed(f"code generation failed for {where}: {_describe(exc)}") from exc
+        trees.append(f"# {where}\n{describe(schedule).rstrip()}")
+    _run_pipeline(fn, CLEANUP_PIPELINE)
+    return trees
+
+
+def _swap_in(fn: ir.Operation, copy: ir.Operation) -> ir.Operation | None:
+    """Replace `fn` by `copy` when its type is unchanged; the new function, or None."""
+    if copy.attributes["function_type"] != fn.attributes["function_type"]:
+        return None
+    new = copy.clone(ip=ir.InsertionPoint(fn))
+    fn.erase()
+    return new
+
+
+def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> None:
+    """Both steps of the module docstring on `fn`, each on a copy, swapped in on success."""
+    for attr in (NOT_SCHEDULED_ATTR, SCHEDULE_ATTR, NOTES_ATTR):  # from an earlier run
+        if attr in fn.attributes:
+            del fn.attributes[attr]
+    notes: list[str] = []
+    failure: str | None = None
+    trees: list[str] = []
+    if options.schedule:
+        scratch, copy = _scratch_copy(module, fn)
+        try:
+            trees = reschedule_function(copy, options, notes)
+            swapped = _swap_in(fn, copy)
+            if swapped is None:
+                failure = "rescheduling changed the function's type"
+            else:
+                fn = swapped
+        except Exception as exc:  # anything a step does wrong leaves the raised code
+            failure = (
+                f"rescheduling failed: {exc if isinstance(exc, _StepFailed) else _describe(exc)}"
+            )
+            trees = []
+        del scratch
+    if options.parallel:
+        scratch, copy = _scratch_copy(module, fn)
+        element = (
+            f"schedule-parallelize{{parallel_reductions={str(options.parallel_reductions).lower()}"
+            f" min_trip={options.min_parallel_trip}}}"
+        )
+        try:
+            _run_pipeline(copy, element)
+            swapped = _swap_in(fn, copy)
+            if swapped is None:
+                failure = failure or "parallelization changed the function's type"
+            else:
+                fn = swapped
+        except Exception as exc:
+            reason = exc if isinstance(exc, _StepFailed) else _describe(exc)
+            failure = f"{failure + '; ' if failure else ''}parallelization failed: {reason}"
+        del scratch
+    if failure is not None:
+        fn.attributes[NOT_SCHEDULED_ATTR] = ir.StringAttr.get(failure)
+    if trees:
+        fn.attributes[SCHEDULE_ATTR] = ir.StringAttr.get("\n".join(trees))
+    if notes:
+        fn.attributes[NOTES_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in notes])
+
+
+def schedule_module(module: ir.Module, options: Options) -> ir.Module:
+    """Reschedule and parallelize every schedulable function of `module` in place (see the
+    module docstring); returns `module`. Does nothing unless `scheduling_enabled(options)`."""
+    if not scheduling_enabled(options):
+        return module
+    with module.context, ir.Location.unknown():
+        for fn in list(schedulable_functions(module)):
+            try:
+                _process_function(module, fn, options)
+            except Exception as exc:  # a bug of ours around the steps: say so, keep going
+                fn.attributes[NOT_SCHEDULED_ATTR] = ir.StringAttr.get(
+                    f"internal error while scheduling: {type(exc).__name__}: {exc}"
+                )
+    return module
+
+
+def _functions_with(module: ir.Module, attr: str) -> Iterator[tuple[str, ir.Operation]]:
+    """(C name, function) of each function carrying `attr`."""
+    names = _raising.source_names(module)
+    for op in module.body.operations:
+        operation = op.operation
+        if operation.name == "func.func" and attr in operation.attributes:
+            name = _symbol_name(operation)
+            yield names.get(name, name), operation
+
+
+def schedule_warnings(module: ir.Module) -> list[str]:
+    """A warning for every function whose rescheduling or parallelization failed."""
+    out: list[str] = []
+    with module.context:
+        for name, fn in _functions_with(module, NOT_SCHEDULED_ATTR):
+            reason = ir.StringAttr(fn.attributes[NOT_SCHEDULED_ATTR]).value
+            out.append(
+                f"{_position_text(fn.location)}: warning: function '{name}' is not fully "
+                f"optimized: {reason}"
+            )
+    return out
+
+
+def schedule_notes(module: ir.Module) -> list[str]:
+    """What the stage skipped or kept in source order, per function, and which loops reorder
+    floating-point reductions (`parallel_reductions`)."""
+    out: list[str] = []
+    with module.context:
+        for name, fn in _functions_with(module, NOTES_ATTR):
+            for note in ir.ArrayAttr(fn.attributes[NOTES_ATTR]):
+                out.append(f"{name}: {ir.StringAttr(note).value}")
+        for op in module.body.operations:
+            fn = op.operation
+            if fn.name == "func.func":
+                out += _float_reduction_notes(module, fn)
+    return out
+
+
+def _float_reduction_notes(module: ir.Module, fn: ir.Operation) -> list[str]:
+    from .parallelize import float_reductions  # only read once parallel code exists
+
+    names = _raising.source_names(module)
+    name = _symbol_name(fn)
+    return [
+        f"{names.get(name, name)}: the loop at {_position_text(loc)} reorders a floating-point "
+        f"{kind} reduction (parallel_reductions; results may differ in the last bits)"
+        for loc, kind in float_reductions(fn)
+    ]
+
+
+def schedule_trees(module: ir.Module) -> dict[str, str]:
+    """The isl schedule tree(s) recorded for each function (by C name), for `--emit=schedule`."""
+    with module.context:
+        return {
+            name: ir.StringAttr(fn.attributes[SCHEDULE_ATTR]).value
+            for name, fn in _functions_with(module, SCHEDULE_ATTR)
+        }
+
+
+def _position_text(loc: ir.Location) -> str:
+    report = importlib.import_module("polyflow.raise.report")  # reads the same locations
+    position = report.source_position(loc)
+    if position is None:
+        return "<unknown>"
+    return f"{position.file}:{position.line}:{position.column}"
+
+
+__all__ = [
+    "NOT_SCHEDULED_ATTR",
+    "SCHEDULE_ATTR",
+    "reschedule_function",
+    "schedulable_functions",
+    "schedule_module",
+    "schedule_notes",
+    "schedule_trees",
+    "schedule_warnings",
+    "scheduling_enabled",
+]

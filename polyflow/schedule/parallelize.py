@@ -1,0 +1,514 @@
+"""schedule-parallelize: `affine.for` loops without loop-carried dependences → `affine.parallel`,
+outermost first, reduction loops with `reduce`; the result computes what the loops computed
+(exactly, except for the reassociation of floating-point reductions, which is opt-in).
+
+A loop becomes parallel when all of these hold:
+- no iteration depends on another through memory: upstream MLIR's dependence analysis
+  (`affine-parallelize`, run as an oracle on a copy of the function whose `iter_args` are
+  removed) finds none, and no op in the loop has unknown side effects (calls, non-affine
+  accesses);
+- each `iter_args` value is a reduction marked by `polyflow.reductions` whose update is one chain
+  of `addf/subf/addi/subi`, `mulf/muli`, `andi` or `ori` (what `affine.parallel` verifies and the
+  OpenMP lowering supports), on an integer or f32/f64 value; floating-point ones only with
+  `parallel_reductions`;
+- its trip count is not a known constant below `min_trip`;
+- no two distinct memrefs accessed in it may alias with a write among them (upstream's analysis
+  assumes distinct memref values are disjoint; polyflow guarantees it only for arguments of known
+  extent, see polyflow/raise/alias_guard.py), counting only pairs of one element type;
+- no enclosing loop is parallel (one level of parallelism: inner loops stay sequential), and
+  it contains no `affine.parallel` itself.
+
+A loop that fails a condition stays an `affine.for` and its inner loops are considered in turn.
+A reduction becomes `affine.parallel ... reduce ("addf")` whose body yields the iteration's
+contribution (the update chain applied to the identity); the initial value is combined after
+the loop, as `init + sum`.
+
+Options:
+    parallel_reductions: also parallelize floating-point reductions (reassociates them).
+    min_trip: keep loops that are known to run fewer iterations than this sequential.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from mlir import ir
+from mlir.dialects import affine
+from mlir.passmanager import PassManager
+
+REDUCTIONS_ATTR = "polyflow.reductions"
+
+# arith op → (reduction family, whether the chained value must be its left operand)
+_CHAIN_OPS = {
+    "arith.addf": ("add", False),
+    "arith.subf": ("add", True),  # acc - x == acc + (-x)
+    "arith.addi": ("add", False),
+    "arith.subi": ("add", True),
+    "arith.mulf": ("mul", False),
+    "arith.muli": ("mul", False),
+    "arith.andi": ("and", False),
+    "arith.ori": ("or", False),
+}
+# (family, is float) → the AtomicRMWKind name `affine.parallel` reduces with. Only kinds that
+# verify on MLIR 22 and that convert-scf-to-openmp turns into an OpenMP reduction: integer
+# min/max, xori and minnumf/maxnumf fail `affine.parallel`'s verifier there, and
+# maximumf/minimumf reductions fail the OpenMP conversion.
+_KINDS = {
+    ("add", True): "addf",
+    ("add", False): "addi",
+    ("mul", True): "mulf",
+    ("mul", False): "muli",
+    ("and", False): "andi",
+    ("or", False): "ori",
+}
+# AtomicRMWKind values (mlir/Dialect/Arith/IR/ArithBase.td), as `affine.parallel` stores them.
+_KIND_CODES = {"addf": 0, "addi": 1, "andi": 2, "mulf": 12, "muli": 13, "ori": 14}
+_FLOAT_KINDS = frozenset({"addf", "mulf"})
+
+# Ops whose result is a view of their first operand: the same memory under another name.
+_VIEWS = frozenset(
+    "memref.subview memref.cast memref.reinterpret_cast memref.view memref.collapse_shape "
+    "memref.expand_shape memref.transpose memref.memory_space_cast memref.assume_alignment".split()
+)
+_READS = {"affine.load": 0, "memref.load": 0, "affine.vector_load": 0, "memref.dim": 0}
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """One `iter_args` value of a loop that can run in parallel: its kind and identity."""
+
+    kind: str  # an AtomicRMWKind name: addf addi mulf muli andi ori
+    type: ir.Type
+
+
+# ---------------------------------------------------------------------------------------------
+# Small IR queries
+
+
+def _loops(op: ir.Operation) -> Iterator[ir.Operation]:
+    """The `affine.for`/`affine.parallel` ops nested in `op`, in pre-order (outer before inner,
+    program order among siblings); the same order on a copy of `op`."""
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                inner = inner.operation
+                if inner.name in ("affine.for", "affine.parallel"):
+                    yield inner
+                yield from _loops(inner)
+
+
+def _within(op: ir.Operation, ancestor: ir.Operation) -> bool:
+    """Whether `op` is nested, at any depth, in the regions of `ancestor`."""
+    parent = op.parent
+    while parent is not None:
+        if parent.operation == ancestor:
+            return True
+        parent = parent.parent
+    return False
+
+
+def _constant_bound(attr: ir.Attribute, pick: Any) -> int | None:
+    """A bound map's value when every result is a constant (`pick`: max for lower, min for
+    upper bounds), else None."""
+    values = []
+    for expr in ir.AffineMapAttr(attr).value.results:
+        if not isinstance(expr, ir.AffineConstantExpr):
+            return None
+        values.append(expr.value)
+    return pick(values) if values else None
+
+
+def constant_trip_count(loop: ir.Operation) -> int | None:
+    """The number of iterations of an `affine.for` with constant bounds, None when unknown."""
+    lower = _constant_bound(loop.attributes["lowerBoundMap"], max)
+    upper = _constant_bound(loop.attributes["upperBoundMap"], min)
+    if lower is None or upper is None:
+        return None
+    step = ir.IntegerAttr(loop.attributes["step"]).value
+    return max(0, -(-(upper - lower) // step))
+
+
+def _root(memref: ir.Value) -> ir.Value:
+    """The memref that `memref` is a view of (itself when it is no view)."""
+    while isinstance(memref, ir.OpResult) and memref.owner.name in _VIEWS:
+        memref = memref.owner.operands[0]
+    return memref
+
+
+def _has_unknown_extent(arg: ir.BlockArgument, fn: ir.Operation) -> bool:
+    # the C frontend's attribute (polyflow.frontend.c.UNKNOWN_EXTENT_ATTR); read here by name
+    # so that schedule/ does not import the frontend
+    if "arg_attrs" not in fn.attributes:
+        return False
+    attrs = ir.ArrayAttr(fn.attributes["arg_attrs"])
+    return "polyflow.unknown_extent" in ir.DictAttr(attrs[arg.arg_number])
+
+
+def _origin(memref: ir.Value, fn: ir.Operation) -> tuple[str, Any]:
+    """Where a root memref comes from: ('argument', value), ('allocation', value),
+    ('global', name) or ('unknown', value)."""
+    if isinstance(memref, ir.BlockArgument):
+        owner = memref.owner.owner
+        if owner is not None and owner.operation == fn and memref.owner == fn.regions[0].blocks[0]:
+            return ("argument", memref)
+        return ("unknown", memref)
+    op = memref.owner
+    if op.name in ("memref.alloca", "memref.alloc"):
+        return ("allocation", memref)
+    if op.name == "memref.get_global":
+        return ("global", ir.FlatSymbolRefAttr(op.attributes["name"]).value)
+    return ("unknown", memref)
+
+
+def may_alias(a: ir.Value, b: ir.Value, fn: ir.Operation) -> bool:
+    """Whether two distinct memref values of function `fn` may address the same memory.
+
+    Views of one memref alias; an allocation is disjoint from everything else, distinct
+    globals are disjoint; distinct arguments are disjoint unless one came from a C pointer
+    (`polyflow.unknown_extent`: the alias guard could not check it); an argument may be a
+    global; anything else may be anything."""
+    kind_a, what_a = _origin(_root(a), fn)
+    kind_b, what_b = _origin(_root(b), fn)
+    if kind_a == kind_b and what_a == what_b:
+        return True
+    if "unknown" in (kind_a, kind_b):
+        return True
+    if "allocation" in (kind_a, kind_b):
+        return False
+    if kind_a == kind_b == "argument":
+        return _has_unknown_extent(what_a, fn) or _has_unknown_extent(what_b, fn)
+    return kind_a != kind_b  # global vs global: distinct names; argument vs global: maybe one
+
+
+def _aliasing_conflict(loop: ir.Operation, fn: ir.Operation) -> bool:
+    """Whether `loop` accesses two distinct memrefs that may alias, one of them written, of the
+    same element type, or a view made inside it (one SSA value that may address different
+    memory in each iteration): the cases upstream's analysis would wrongly call independent."""
+    accessed: list[tuple[ir.Value, bool]] = []  # (memref, written), lists: Values hash by identity
+    local_view = False
+
+    def note(value: ir.Value, written: bool) -> None:
+        for k, (seen, was_written) in enumerate(accessed):
+            if seen == value:
+                accessed[k] = (seen, was_written or written)
+                return
+        accessed.append((value, written))
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal local_view
+        for index, operand in enumerate(op.operands):
+            if not isinstance(operand.type, ir.MemRefType):
+                continue
+            if _defined_inside(operand, loop):
+                if not _defined_inside(_root(operand), loop):
+                    local_view = True
+                continue  # memory allocated in the loop is private to an iteration
+            if op.name in _READS and index == _READS[op.name]:
+                note(operand, False)
+            elif op.name in _VIEWS and index == 0:
+                continue  # the view's own uses are seen where they happen
+            else:  # a store, or an op that may write through it
+                note(operand, True)
+        return ir.WalkResult.ADVANCE
+
+    loop.walk(visit, ir.WalkOrder.PRE_ORDER)
+    if local_view:
+        return True
+    for i, (a, a_written) in enumerate(accessed):
+        for b, b_written in accessed[i + 1 :]:
+            if not (a_written or b_written):
+                continue
+            same_type = ir.MemRefType(a.type).element_type == ir.MemRefType(b.type).element_type
+            if same_type and may_alias(a, b, fn):
+                return True
+    return False
+
+
+def _defined_inside(value: ir.Value, loop: ir.Operation) -> bool:
+    owner = value.owner
+    op = owner.owner.operation if isinstance(owner, ir.Block) else owner.operation
+    return op == loop or _within(op, loop)
+
+
+def _reduction_of(loop: ir.Operation, index: int, family: str) -> Reduction | None:
+    """The reduction that `iter_args` value `index` of `loop` performs when its update is one
+    chain of ops of `family` from the loop-carried value to what the loop yields, each chain
+    value used once (so nothing else reads the partial result); None otherwise."""
+    body = loop.regions[0].blocks[0]
+    acc = body.arguments[1 + index]
+    yielded = body.operations[len(body.operations) - 1].operation.operands[index]
+    value_type = acc.type
+    is_float = isinstance(value_type, ir.F32Type | ir.F64Type)
+    is_int = isinstance(value_type, ir.IntegerType) and value_type.width >= 8
+    if not (is_float or is_int):
+        return None
+    current: ir.Value = acc
+    while current != yielded:
+        uses = list(current.uses)
+        if len(uses) != 1:
+            return None
+        user = uses[0].owner.operation
+        chain = _CHAIN_OPS.get(user.name)
+        if chain is None or chain[0] != family or user.block != body:
+            return None
+        if chain[1] and uses[0].operand_number != 0:
+            return None  # x - acc is no reduction
+        if user.name.endswith("f") != is_float:
+            return None
+        current = user.results[0]
+    if len(list(yielded.uses)) != 1:  # read again besides the yield
+        return None
+    kind = _KINDS.get((family, is_float))
+    return None if kind is None else Reduction(kind, value_type)
+
+
+def loop_reductions(loop: ir.Operation, *, floats: bool) -> list[Reduction] | None:
+    """The reduction of each `iter_args` value of `loop`, or None when one is not a reduction
+    it can run in parallel (not marked, not a simple chain, a float and `floats` is false)."""
+    body = loop.regions[0].blocks[0]
+    count = len(body.arguments) - 1
+    if count == 0:
+        return []
+    if REDUCTIONS_ATTR not in loop.attributes:
+        return None
+    marks = [ir.StringAttr(a).value for a in ir.ArrayAttr(loop.attributes[REDUCTIONS_ATTR])]
+    if len(marks) != count:
+        return None
+    out = []
+    for index, family in enumerate(marks):
+        reduction = _reduction_of(loop, index, family)
+        if reduction is None or (reduction.kind in _FLOAT_KINDS and not floats):
+            return None
+        out.append(reduction)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The dependence oracle
+
+
+def _strip_iter_args(loop: ir.Operation) -> None:
+    """Replace `loop` by an `affine.for` with the same bounds and body but no `iter_args` (the
+    carried values replaced by their initial values): its memory accesses are unchanged, so
+    upstream's analysis then answers for memory alone."""
+    view = loop.opview
+    with ir.InsertionPoint(loop):
+        new = affine.AffineForOp(
+            view.lowerBoundMap.value,
+            view.upperBoundMap.value,
+            view.step,
+            [],
+            lower_bound_operands=list(view.lowerBoundOperands),
+            upper_bound_operands=list(view.upperBoundOperands),
+            loc=loop.location,
+        )
+    old_body = loop.regions[0].blocks[0]
+    inits = list(view.inits)
+    ops = [op.operation for op in old_body.operations]
+    for op in ops[:-1]:
+        new.body.append(op)
+    with ir.InsertionPoint(new.body):
+        affine.AffineYieldOp([], loc=loop.location)
+    old_body.arguments[0].replace_all_uses_with(new.induction_variable)
+    for arg, init in zip(list(old_body.arguments)[1:], inits, strict=True):
+        arg.replace_all_uses_with(init)
+    for result, init in zip(loop.results, inits, strict=True):
+        result.replace_all_uses_with(init)
+    loop.erase()
+
+
+def memory_parallel_loops(fn: ir.Operation) -> list[bool]:
+    """For each loop of `fn` in `_loops` order: whether upstream's dependence analysis finds
+    no dependence carried by it through memory and no op with unknown effects in it."""
+    scratch = ir.Module.create(loc=fn.location)
+    with ir.InsertionPoint(scratch.body):
+        copy = fn.clone()
+    carrying = [
+        loop
+        for loop in _loops(copy)
+        if loop.name == "affine.for"
+        and len(loop.results) > 0
+        and not any(isinstance(r.type, ir.MemRefType) for r in loop.results)
+    ]
+    for loop in carrying:
+        _strip_iter_args(loop)
+    pm = PassManager("func.func")
+    pm.add("affine-parallelize")  # no nesting limit: every parallel loop converts
+    pm.enable_verifier(False)  # the copy's calls name functions the scratch module lacks
+    pm.run(copy)
+    flags = [loop.name == "affine.parallel" for loop in _loops(copy)]
+    del scratch
+    return flags
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing and rewriting
+
+
+def choose_parallel_loops(
+    fn: ir.Operation, *, parallel_reductions: bool, min_trip: int
+) -> list[tuple[ir.Operation, list[Reduction]]]:
+    """The loops of `fn` to make parallel, outermost first, with their reductions (see the
+    module docstring); the chosen loops are never nested in each other."""
+    loops = list(_loops(fn))
+    oracle = memory_parallel_loops(fn)
+    if len(oracle) != len(loops):
+        raise RuntimeError("the dependence oracle's copy lost track of the loops")
+    chosen: list[tuple[ir.Operation, list[Reduction]]] = []
+    blocked: list[ir.Operation] = []  # chosen loops and existing affine.parallel ops
+    for loop, independent in zip(loops, oracle, strict=True):
+        if any(_within(loop, outer) for outer in blocked):
+            continue
+        if loop.name == "affine.parallel":
+            blocked.append(loop)
+            continue
+        if not independent:
+            continue
+        trip = constant_trip_count(loop)
+        if trip is not None and trip < min_trip:
+            continue
+        if any(inner.name == "affine.parallel" for inner in _loops(loop)):
+            continue
+        reductions = loop_reductions(loop, floats=parallel_reductions)
+        if reductions is None or _aliasing_conflict(loop, fn):
+            continue
+        chosen.append((loop, reductions))
+        blocked.append(loop)
+    return chosen
+
+
+def _identity(reduction: Reduction, loc: ir.Location) -> ir.Value:
+    """The neutral element of a reduction, as a constant (-0.0 for addf: -0.0 + x == x)."""
+    t = reduction.type
+    if reduction.kind in _FLOAT_KINDS:
+        value = ir.FloatAttr.get(t, -0.0 if reduction.kind == "addf" else 1.0)
+    else:
+        value = ir.IntegerAttr.get(t, {"addi": 0, "muli": 1, "andi": -1, "ori": 0}[reduction.kind])
+    op = ir.Operation.create("arith.constant", results=[t], attributes={"value": value}, loc=loc)
+    return op.results[0]
+
+
+def make_parallel(loop: ir.Operation, reductions: list[Reduction]) -> ir.Operation:
+    """Rewrite `affine.for` `loop` into a one-dimensional `affine.parallel` (see the module
+    docstring); returns the new op."""
+    view = loop.opview
+    loc = loop.location
+    lower = ir.AffineMapAttr(loop.attributes["lowerBoundMap"])
+    upper = ir.AffineMapAttr(loop.attributes["upperBoundMap"])
+    i32 = ir.IntegerType.get_signless(32)
+    i64 = ir.IntegerType.get_signless(64)
+
+    def group(attr: ir.AffineMapAttr) -> ir.Attribute:
+        return ir.DenseElementsAttr.get_splat(
+            ir.RankedTensorType.get([1], i32, loc=loc),
+            ir.IntegerAttr.get(i32, len(attr.value.results)),
+        )
+
+    inits = list(view.inits)
+    with ir.InsertionPoint(loop):
+        parallel = ir.Operation.create(
+            "affine.parallel",
+            results=[r.type for r in reductions],
+            operands=[*view.lowerBoundOperands, *view.upperBoundOperands],
+            attributes={
+                "lowerBoundsMap": lower,
+                "lowerBoundsGroups": group(lower),
+                "upperBoundsMap": upper,
+                "upperBoundsGroups": group(upper),
+                "steps": ir.ArrayAttr.get([ir.IntegerAttr.get(i64, view.step.value)]),
+                "reductions": ir.ArrayAttr.get(
+                    [ir.IntegerAttr.get(i64, _KIND_CODES[r.kind]) for r in reductions]
+                ),
+            },
+            regions=1,
+            loc=loc,
+        )
+    body = parallel.regions[0].blocks.append(ir.IndexType.get())
+    old_body = loop.regions[0].blocks[0]
+    ops = [op.operation for op in old_body.operations]
+    old_yield = ops[-1]
+    with ir.InsertionPoint(body):
+        identities = [_identity(r, loc) for r in reductions]
+    for op in ops[:-1]:
+        body.append(op)
+    with ir.InsertionPoint(body):
+        affine.AffineYieldOp(list(old_yield.operands), loc=old_yield.location)
+    old_body.arguments[0].replace_all_uses_with(body.arguments[0])
+    for arg, identity in zip(list(old_body.arguments)[1:], identities, strict=True):
+        arg.replace_all_uses_with(identity)
+    # The initial value joins after the loop: init ⊕ (⊕ over the iterations).
+    with ir.InsertionPoint(loop):
+        for result, init, partial, reduction in zip(
+            loop.results, inits, parallel.results, reductions, strict=True
+        ):
+            combined = ir.Operation.create(
+                f"arith.{reduction.kind}",
+                results=[reduction.type],
+                operands=[init, partial],
+                loc=loc,
+            )
+            result.replace_all_uses_with(combined.results[0])
+    loop.erase()
+    return parallel
+
+
+def parallelize(fn: ir.Operation, *, parallel_reductions: bool = True, min_trip: int = 8) -> int:
+    """Make the parallel loops of function `fn` `affine.parallel` (see the module docstring);
+    returns how many loops were rewritten."""
+    with fn.location:  # the default for what the builders create without `loc=` (blocks)
+        chosen = choose_parallel_loops(
+            fn, parallel_reductions=parallel_reductions, min_trip=min_trip
+        )
+        for loop, reductions in chosen:
+            make_parallel(loop, reductions)
+    return len(chosen)
+
+
+def float_reductions(fn: ir.Operation) -> list[tuple[ir.Location, str]]:
+    """(location, kind) of each floating-point reduction an `affine.parallel` of `fn` reorders."""
+    codes = {code: kind for kind, code in _KIND_CODES.items() if kind in _FLOAT_KINDS}
+    out: list[tuple[ir.Location, str]] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "affine.parallel":
+            for attr in ir.ArrayAttr(op.attributes["reductions"]):
+                kind = codes.get(ir.IntegerAttr(attr).value)
+                if kind is not None:
+                    out.append((op.location, kind))
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return out
+
+
+@dataclass(frozen=True)
+class ScheduleParallelize:
+    """`affine.for` without loop-carried dependences → `affine.parallel` (with `reduce` for
+    reductions), outermost first, never nested (see the module docstring)."""
+
+    name: ClassVar[str] = "schedule-parallelize"
+    parallel_reductions: bool = True
+    min_trip: int = 8
+
+    def __call__(self, op: ir.Operation, pass_: Any) -> None:
+        try:
+            parallelize(op, parallel_reductions=self.parallel_reductions, min_trip=self.min_trip)
+        except Exception as exc:  # a bug here must fail the pass, not the process
+            op.location.emit_error(f"schedule-parallelize: {type(exc).__name__}: {exc}")
+            pass_.signal_pass_failure()
+
+
+__all__ = [
+    "Reduction",
+    "ScheduleParallelize",
+    "choose_parallel_loops",
+    "constant_trip_count",
+    "float_reductions",
+    "loop_reductions",
+    "make_parallel",
+    "may_alias",
+    "memory_parallel_loops",
+    "parallelize",
+]

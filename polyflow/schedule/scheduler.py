@@ -1,0 +1,340 @@
+"""A new schedule for a Scop, computed by isl's scheduler under a named preset and fusion policy;
+a schedule is only ever returned after it is proven to respect every dependence.
+
+The isl side only (no MLIR): `schedule_scop(scop, deps, *, options)` builds
+`isl.ScheduleConstraints` from the statement domains and the dependences (validity = RAW ∪ WAR ∪
+WAW, proximity = RAW plus read-after-read pairs under `fusion="max"`, coincidence = validity), sets
+the isl context's `schedule_*` options for the preset (`scheduler_settings`) for the duration of
+the call only, and runs `compute_schedule` under an operation budget. The scop's context (what is
+known of the parameters) goes to the scheduler, and the returned tree's domain is restricted to
+it, which tells the legality check (and the AST build) what the schedule assumes. Anything isl
+cannot do (an isl error, the budget spent) or a result that `check_schedule_legal` rejects raises
+`ScheduleError`; `schedule_or_original` turns that into the source order with the reason.
+
+Options read (polyflow.options.Options):
+    schedule_preset: "pluto", "isl" or "feautrier" (see `scheduler_settings`).
+    fusion: "max", "min" or "smart" (see `scheduler_settings`).
+
+The isl context carries the options, so two threads must not schedule on one context at once;
+compile work runs in worker processes, one scop at a time, so this never happens there.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Protocol
+
+import islpy as isl
+
+from .isl_helpers import flow, maps_of, padded_schedule, schedule_tree
+
+if TYPE_CHECKING:
+    from polyflow.options import Options
+
+    # Types only: model.py also holds the MLIR side, which the isl side never loads.
+    from .model import Scop
+
+# isl counts elementary operations (roughly one per microsecond here: PolyBench's 2mm, four
+# statements, takes ~19 000). Five million bounds a scheduling run to a few seconds; a scop that
+# needs more is left in source order rather than stalling the compile. A count, not a clock, so the
+# same input always gets the same answer (compile results are cached by their inputs).
+# Wall-clock seconds the isl scheduler gets per scop before the source order is kept.
+SCHEDULE_TIME_LIMIT = 20.0
+DEFAULT_MAX_OPERATIONS = 5_000_000
+
+
+class ScheduleError(Exception):
+    """isl found no schedule, ran out of its operation budget, or produced an illegal one."""
+
+
+# ----- what the scheduler reads of the dependences (dependences.py has the real ones)
+
+
+class DependencesLike(Protocol):
+    """What the scheduler reads of `Dependences` (CONTRACT.md), as statement-instance maps."""
+
+    @property
+    def validity(self) -> isl.UnionMap: ...
+    @property
+    def proximity(self) -> isl.UnionMap: ...
+    @property
+    def coincidence(self) -> isl.UnionMap: ...
+
+
+# ----- presets
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    """The isl `schedule_*` context options one run uses, plus what goes into proximity.
+
+    Every field is set explicitly on each run, so a result never depends on what an earlier run
+    left in the context. Field names are isl's option names without the `schedule_` prefix.
+    """
+
+    algorithm: int  # isl.schedule_algorithm.ISL or .FEAUTRIER
+    maximize_band_depth: bool
+    maximize_coincidence: bool
+    outer_coincidence: bool
+    treat_coalescing: bool
+    whole_component: bool
+    serialize_sccs: bool
+    separate_components: bool = True
+    carry_self_first: bool = True
+    split_scaled: bool = True
+    # Not an isl option: add read-after-read pairs (input reuse) to the proximity constraints.
+    input_reuse: bool = False
+
+
+def scheduler_settings(options: Options) -> SchedulerSettings:
+    """The isl scheduler settings for `options.schedule_preset` and `options.fusion`.
+
+    Presets (the algorithm's knobs):
+        pluto: PPCG's choices for a CPU target: maximal band depth (long permutable bands to tile),
+            maximal coincidence (parallel dimensions first), no outer-coincidence requirement
+            (PPCG asks for it only on GPU targets, where the outer band must map to blocks),
+            coalescing treated.
+        isl: isl's own defaults (no band-depth or coincidence maximization).
+        feautrier: isl with Feautrier's algorithm (carry as many dependences as early as possible;
+            minimal latency rather than tileability).
+
+    Fusion (how statements are grouped into shared loops; applies to every preset):
+        max: `whole_component=1`, `serialize_sccs=0`: a whole connected component is scheduled at
+            once, so every statement that can share loops does, even at the cost of parallelism;
+            read-after-read pairs join proximity so statements that only read the same data fuse.
+        min: `serialize_sccs=1`: each strongly connected component gets its own loop nest.
+        smart: `whole_component=0`, `serialize_sccs=0`, proximity = RAW only: isl's clustering
+            merges two clusters only along proximity (producer → consumer) edges, and only when
+            the merged band loses no depth or coincidence, as PPCG does by default.
+    """
+    preset = options.schedule_preset
+    fusion = options.fusion
+    pluto = preset == "pluto"
+    return SchedulerSettings(
+        algorithm=(
+            isl.schedule_algorithm.FEAUTRIER
+            if preset == "feautrier"
+            else isl.schedule_algorithm.ISL
+        ),
+        maximize_band_depth=pluto,
+        maximize_coincidence=pluto,
+        outer_coincidence=False,
+        treat_coalescing=True,
+        whole_component=fusion == "max",
+        serialize_sccs=fusion == "min",
+        input_reuse=fusion == "max",
+    )
+
+
+_ISL_OPTION_FIELDS = tuple(f.name for f in fields(SchedulerSettings) if f.name != "input_reuse")
+
+
+@contextmanager
+def isl_scheduler_options(
+    ctx: isl.Context, settings: SchedulerSettings, *, max_operations: int
+) -> Iterator[None]:
+    """Set the scheduler options and operation budget on `ctx`; restore what was there after."""
+    saved = {name: getattr(ctx, f"get_schedule_{name}")() for name in _ISL_OPTION_FIELDS}
+    saved_max_operations = ctx.get_max_operations()
+    try:
+        for name in _ISL_OPTION_FIELDS:
+            getattr(ctx, f"set_schedule_{name}")(int(getattr(settings, name)))
+        ctx.set_max_operations(max_operations)
+        ctx.reset_operations()
+        yield
+    finally:
+        for name, value in saved.items():
+            getattr(ctx, f"set_schedule_{name}")(value)
+        ctx.set_max_operations(saved_max_operations)
+        # A spent budget leaves the counter past the limit; the next user starts from zero.
+        ctx.reset_operations()
+
+
+# ----- scheduling
+
+
+def schedule_scop(
+    scop: Scop,
+    deps: DependencesLike,
+    *,
+    options: Options,
+    max_operations: int = DEFAULT_MAX_OPERATIONS,
+    time_limit: float = SCHEDULE_TIME_LIMIT,
+) -> isl.Schedule:
+    """A legal new schedule tree for `scop` under `options`, or `ScheduleError` saying why not.
+
+    isl's operation budget does not bound every part of its scheduler (it ran for minutes on
+    floyd-warshall and heat-3d), so the computation runs in a forked child process that is
+    killed after `time_limit` seconds.
+
+    `max_operations` bounds isl's work (0: unbounded). The result is checked with
+    `check_schedule_legal` against `deps.validity` before it is returned.
+    """
+    settings = scheduler_settings(options)
+    domain = scop.domain
+    try:
+        proximity = deps.proximity
+        if settings.input_reuse:
+            proximity = proximity.union(input_reuse(scop))
+        constraints = (
+            isl.ScheduleConstraints.on_domain(domain)
+            .set_context(scop.context)
+            .set_validity(deps.validity)
+            .set_proximity(proximity)
+            .set_coincidence(deps.coincidence)
+        )
+        schedule = _compute_in_child(constraints, settings, max_operations, time_limit)
+        schedule = _with_context(schedule, scop.context)
+        legal = check_schedule_legal(schedule, deps.validity)
+    except isl.Error as error:
+        raise ScheduleError(f"isl scheduler failed: {_isl_message(error)}") from error
+    if not legal:
+        raise ScheduleError("isl's schedule violates a dependence")
+    return schedule
+
+
+def _compute_in_child(
+    constraints: isl.ScheduleConstraints,
+    settings: SchedulerSettings,
+    max_operations: int,
+    time_limit: float,
+) -> isl.Schedule:
+    """`constraints.compute_schedule()` in a forked child, under a wall-clock limit; the tree
+    comes back as text (isl's YAML) and is read into the parent's context."""
+    ctx = constraints.get_ctx()
+    text = str(constraints)
+    fork = multiprocessing.get_context("fork")
+    receiver, sender = fork.Pipe(duplex=False)
+
+    def child() -> None:
+        try:
+            with isl_scheduler_options(ctx, settings, max_operations=max_operations):
+                result = isl.ScheduleConstraints.read_from_str(ctx, text).compute_schedule()
+            sender.send(("ok", str(result)))
+        except isl.Error as error:
+            sender.send(("error", _isl_message(error)))
+        except BaseException as error:  # anything else: the parent reports it
+            sender.send(("error", f"{type(error).__name__}: {error}"))
+
+    worker = fork.Process(target=child, daemon=True)
+    worker.start()
+    sender.close()
+    try:
+        if not receiver.poll(time_limit):
+            raise ScheduleError(f"isl scheduler took longer than {time_limit:g} s")
+        kind, payload = receiver.recv()
+    except EOFError as error:  # the child died without an answer
+        raise ScheduleError(f"isl scheduler process ended abnormally ({error})") from error
+    finally:
+        if worker.is_alive():
+            worker.kill()
+        worker.join()
+        receiver.close()
+    if kind != "ok":
+        raise ScheduleError(f"isl scheduler failed: {payload}")
+    return isl.Schedule.read_from_str(ctx, payload)
+
+
+def _with_context(schedule: isl.Schedule, context: isl.Set) -> isl.Schedule:
+    """`schedule` over the instances that exist where the scop's context holds: isl's scheduler
+    uses the context (a dependence that only exists for parameter values the context excludes
+    need not be respected), so the legality check must see it too. (A context node would say
+    the same, but isl's AST build rejects one at the top of the tree.)"""
+    if context.plain_is_universe():
+        return schedule
+    return schedule.intersect_domain(schedule.get_domain().intersect_params(context))
+
+
+@dataclass(frozen=True)
+class ScheduleOutcome:
+    """The schedule to generate code from; `reason` says why it is the source order, if it is."""
+
+    schedule: isl.Schedule
+    rescheduled: bool
+    reason: str = ""
+
+
+def schedule_or_original(
+    scop: Scop,
+    deps: DependencesLike,
+    *,
+    options: Options,
+    max_operations: int = DEFAULT_MAX_OPERATIONS,
+) -> ScheduleOutcome:
+    """`schedule_scop`'s result, or the source order (`original_schedule`) with the reason."""
+    try:
+        schedule = schedule_scop(scop, deps, options=options, max_operations=max_operations)
+    except ScheduleError as error:
+        return ScheduleOutcome(original_schedule(scop), rescheduled=False, reason=str(error))
+    return ScheduleOutcome(schedule, rescheduled=True)
+
+
+def original_schedule(scop: Scop) -> isl.Schedule:
+    """The source order as a schedule tree (sequences and one-member bands, like the loops)."""
+    domain = scop.domain
+    tree = schedule_tree(domain, scop.initial_schedule.intersect_domain(domain))
+    return _with_context(tree, scop.context)
+
+
+# ----- legality
+
+
+def check_schedule_legal(
+    schedule: isl.Schedule, validity: isl.UnionMap, *, context: isl.Set | None = None
+) -> bool:
+    """Whether every dependence in `validity` goes lexicographically forward under `schedule`.
+
+    Only parameter values for which the schedule runs some instance count (`schedule_scop`
+    restricts its domain to the scop's context), and of those only the ones `context` allows.
+    A dependence on an instance the schedule does not run makes it illegal.
+    """
+    domain = schedule.get_domain()
+    validity = validity.intersect_params(domain.params())
+    if context is not None:
+        validity = validity.intersect_params(context)
+    if validity.is_empty():
+        return True
+    if not validity.domain().union(validity.range()).is_subset(domain):
+        return False
+    time = padded_schedule(schedule.get_map())
+    # { source time -> sink time } for every dependence, all in the one padded time space.
+    dependence_times = validity.apply_domain(time).apply_range(time)
+    forward = isl.UnionMap.from_map(isl.Map.lex_lt(_time_space(time)))
+    return bool(dependence_times.is_subset(forward))
+
+
+def _time_space(time: isl.UnionMap) -> isl.Space:
+    """The (one, anonymous) time space of a padded schedule map."""
+    maps = maps_of(time)
+    width = maps[0].dim(isl.dim_type.out) if maps else 0
+    return isl.Space.set_alloc(time.get_ctx(), 0, width)
+
+
+# ----- input reuse
+
+
+def input_reuse(scop: Scop) -> isl.UnionMap:
+    """Read-after-read pairs: each read instance → the next read of the same element.
+
+    Only the nearest earlier read in source order is paired (a later read "kills" older ones), so
+    the relation stays as small as RAW dependences are.
+    """
+    reads = scop.accesses("read")
+    if reads.is_empty():
+        return reads
+    order = padded_schedule(scop.initial_schedule.intersect_domain(scop.domain))
+    pairs, _ = flow(reads, order, must_source=reads)
+    return pairs
+
+
+# ----- small named isl operations
+
+
+def _isl_message(error: isl.Error) -> str:
+    # islpy's message is "call to isl_X failed: <reason> in <file>:<line>"; keep the reason.
+    text = str(error)
+    reason = text.split(" failed: ", 1)[-1]
+    return reason.rsplit(" in /", 1)[0]

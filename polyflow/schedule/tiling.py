@@ -1,0 +1,320 @@
+"""Tiling of a schedule tree: the outermost permutable bands become tile loops around point loops,
+and a permutable point band is reordered so its innermost loop walks memory contiguously; the
+result executes the same statement instances under the same dependences (permutable bands only).
+
+`tile_schedule(schedule, *, options, element_bytes=8, accesses=None)`:
+    * a band is tiled when it is permutable and has at least two members: tiling one loop alone
+      (strip-mining) creates no reuse, and vectorization and OpenMP chunking need no help from
+      here. Only the outermost such band on each path is tiled; bands below it stay inside the
+      point loops as they are.
+    * sizes: `options.tile_sizes` per band member, outermost first, the last one repeating; None
+      gives `default_tile_size(element_bytes)` for every member. A member whose values over the
+      band's instances lie in a known small range gets a size covering the range (its tile loop
+      runs once and disappears from the generated code); a band with only such members is not
+      tiled.
+    * `options.tile_second_level`: the tile band is tiled again by `SECOND_LEVEL_FACTOR` tiles per
+      dimension (L2/L3 blocking), giving outer tiles → tiles → points.
+    * `accesses` (each statement's access relations, one single-valued map per access, row-major
+      arrays): the innermost member of each permutable point band (or of an untiled permutable
+      band) becomes the one along which the fewest accesses stride through memory, which usually
+      makes it the loop LLVM vectorizes. Skewed bands are left in isl's order.
+    * `options.tile` false: nothing is tiled; the point-loop reordering still applies.
+
+Generated loops (what codegen sees): tile loops are scaled (the tile loop's value is the first
+point's coordinate, stepping by the tile size) and point loops are not shifted (they run over the
+original coordinates, from the tile loop's value to that plus the size minus one), so the affine
+code needs no divisions.
+
+`describe_schedule(schedule)` prints the tree as block-style YAML for `--emit=schedule`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from math import isqrt
+from typing import TYPE_CHECKING
+
+import islpy as isl
+
+from .isl_helpers import maps_of, sets_of
+
+if TYPE_CHECKING:
+    from polyflow.options import Options
+
+# Per-core L1 data cache of the x86-64 machines we target (every Intel core since Nehalem, AMD
+# before Zen 5), in bytes.
+L1_DATA_BYTES = 32 * 1024
+# A tile of a contraction or stencil nest touches about three 2-D array blocks of side T (gemm:
+# C, A and B); T is the largest power of two with 3·T²·element_bytes ≤ L1, so f64 and f32 get 32
+# (PPCG's and Pluto's default as well), 1- and 2-byte types 64.
+ARRAYS_PER_TILE = 3
+MIN_TILE_SIZE = 8
+MAX_TILE_SIZE = 256
+# Second-level tiles are this many first-level tiles per dimension: 4×32 = 128, so a 3-array
+# working set of 3·128²·8 B = 384 KiB fits a 512 KiB–2 MiB L2.
+SECOND_LEVEL_FACTOR = 4
+
+
+def default_tile_size(element_bytes: int) -> int:
+    """The tile size used for every band member when `options.tile_sizes` is None."""
+    elements = L1_DATA_BYTES // (ARRAYS_PER_TILE * max(element_bytes, 1))
+    side = isqrt(elements)
+    power = 1 << (side.bit_length() - 1) if side > 0 else 1
+    return max(MIN_TILE_SIZE, min(power, MAX_TILE_SIZE))
+
+
+def band_tile_sizes(n_member: int, *, options: Options, element_bytes: int = 8) -> tuple[int, ...]:
+    """The tile size of each member of an `n_member`-deep band, outermost first."""
+    if options.tile_sizes:
+        given = options.tile_sizes
+        if any(size <= 0 for size in given):
+            raise ValueError(f"tile sizes must be positive, got {given}")
+        return tuple(given[min(pos, len(given) - 1)] for pos in range(n_member))
+    return (default_tile_size(element_bytes),) * n_member
+
+
+def tile_schedule(
+    schedule: isl.Schedule,
+    *,
+    options: Options,
+    element_bytes: int = 8,
+    accesses: Sequence[isl.Map] | None = None,
+) -> isl.Schedule:
+    """`schedule` with its outermost permutable bands tiled (see the module docstring)."""
+    ctx = schedule.get_ctx()
+    strides = _AccessStrides(accesses) if accesses else None
+    with _isl_tile_options(ctx):
+        root = _tile_subtree(
+            schedule.get_root(), options=options, element_bytes=element_bytes, strides=strides
+        )
+    return root.get_schedule()
+
+
+def describe_schedule(schedule: isl.Schedule) -> str:
+    """The schedule tree as block-style YAML (isl's own format, one key per line)."""
+    printer = isl.Printer.to_str(schedule.get_ctx()).set_yaml_style(isl.yaml_style.BLOCK)
+    return printer.print_schedule(schedule).get_str()
+
+
+# ----- the walk
+
+
+def _tile_subtree(
+    node: isl.ScheduleNode,
+    *,
+    options: Options,
+    element_bytes: int,
+    strides: _AccessStrides | None,
+) -> isl.ScheduleNode:
+    """`node`'s subtree with its outermost tileable bands tiled; returns the node at `node`'s
+    position in the new tree."""
+    if _is_permutable_band(node):
+        sizes = _fitted_sizes(node, options=options, element_bytes=element_bytes)
+        if options.tile and sizes is not None:
+            node = node.band_tile(_multi_val(node, sizes))
+            if options.tile_second_level:
+                outer = tuple(size * SECOND_LEVEL_FACTOR for size in sizes)
+                node = node.band_tile(_multi_val(node, outer)).child(0)
+            # node: the (first-level) tile band; its child is the point band.
+            node = _reorder_for_locality(node.child(0), strides).parent()
+            if options.tile_second_level:
+                node = node.parent()
+            return node
+        # Not worth tiling (or tiling is off): still put the contiguous loop innermost, then
+        # look for tileable bands further down.
+        node = _reorder_for_locality(node, strides)
+    for pos in range(node.n_children()):
+        node = _tile_subtree(
+            node.child(pos), options=options, element_bytes=element_bytes, strides=strides
+        ).parent()
+    return node
+
+
+def _is_permutable_band(node: isl.ScheduleNode) -> bool:
+    return (
+        node.get_type() == isl.schedule_node_type.band
+        and node.band_n_member() >= 2
+        and bool(node.band_get_permutable())
+    )
+
+
+def _fitted_sizes(
+    node: isl.ScheduleNode, *, options: Options, element_bytes: int
+) -> tuple[int, ...] | None:
+    """The band's tile sizes, each member with a known small range sized to cover it in one
+    tile; None when every member has such a range (nothing to tile)."""
+    sizes = list(
+        band_tile_sizes(node.band_n_member(), options=options, element_bytes=element_bytes)
+    )
+    points = _band_points(node)
+    worth_tiling = False
+    for pos, size in enumerate(sizes):
+        low, high = _constant_range(points, pos)
+        if low is not None and high is not None and low >= 0 and high - low < size:
+            # Tiles start at multiples of the size: one that exceeds `high` puts all in tile 0.
+            sizes[pos] = 1 << high.bit_length()
+        else:
+            worth_tiling = True
+    return tuple(sizes) if worth_tiling else None
+
+
+def _band_points(node: isl.ScheduleNode) -> isl.Set | None:
+    """The values the band's members take over the instances that reach it, as one set."""
+    partial = node.band_get_partial_schedule_union_map().intersect_domain(node.get_domain())
+    sets = sets_of(partial.range())
+    return sets[0] if len(sets) == 1 else None
+
+
+def _constant_range(points: isl.Set | None, pos: int) -> tuple[int | None, int | None]:
+    if points is None or points.is_empty():
+        return None, None
+    low, high = points.dim_min_val(pos), points.dim_max_val(pos)
+    if not (low.is_int() and high.is_int()):
+        return None, None  # unbounded or bounded only by a parameter
+    return int(low.to_python()), int(high.to_python())
+
+
+def _multi_val(node: isl.ScheduleNode, sizes: Sequence[int]) -> isl.MultiVal:
+    values = isl.MultiVal.zero(node.band_get_space())
+    for pos, size in enumerate(sizes):
+        values = values.set_val(pos, size)
+    return values
+
+
+@contextmanager
+def _isl_tile_options(ctx: isl.Context) -> Iterator[None]:
+    """Scaled tile loops and unshifted point loops (see the module docstring), restored after."""
+    saved = (ctx.get_tile_scale_tile_loops(), ctx.get_tile_shift_point_loops())
+    try:
+        ctx.set_tile_scale_tile_loops(1)
+        ctx.set_tile_shift_point_loops(0)
+        yield
+    finally:
+        ctx.set_tile_scale_tile_loops(saved[0])
+        ctx.set_tile_shift_point_loops(saved[1])
+
+
+# ----- point-loop order
+
+
+class _AccessStrides:
+    """How each access moves through memory along each statement iterator.
+
+    For an access `S[x] -> A[y]` and iterator `x_d`: "invariant" when no index depends on `x_d`,
+    "contiguous" when only the last index does, with coefficient ±1 (row-major arrays), "strided"
+    otherwise. Accesses that are not single affine functions are ignored.
+    """
+
+    def __init__(self, accesses: Sequence[isl.Map]) -> None:
+        self._by_statement: dict[str, list[isl.MultiAff]] = {}
+        for relation in accesses:
+            function = _single_multi_aff(relation)
+            if function is not None:
+                name = relation.get_tuple_name(isl.dim_type.in_)
+                self._by_statement.setdefault(name, []).append(function)
+
+    def cost(self, statement: str, iterator: int) -> tuple[int, int]:
+        """(strided accesses, -contiguous accesses) of `statement` along `iterator`."""
+        strided = contiguous = 0
+        for function in self._by_statement.get(statement, ()):
+            n_index = function.dim(isl.dim_type.out)
+            moving = [
+                pos
+                for pos in range(n_index)
+                if not _coefficient(function.get_at(pos), iterator).is_zero()
+            ]
+            if not moving:
+                continue
+            last = _coefficient(function.get_at(n_index - 1), iterator)
+            if moving == [n_index - 1] and last.abs().is_one():
+                contiguous += 1
+            else:
+                strided += 1
+        return strided, -contiguous
+
+
+def _reorder_for_locality(
+    node: isl.ScheduleNode, strides: _AccessStrides | None
+) -> isl.ScheduleNode:
+    """A permutable band with its members reordered so the best one for locality is innermost
+    (the others keep their order); unchanged when it already is, or when a member is not a plain
+    iterator (skewed bands)."""
+    if strides is None or not _is_permutable_band(node):
+        return node
+    iterators = _member_iterators(node)
+    if iterators is None:
+        return node
+    n_member = node.band_n_member()
+    costs = []
+    for member in range(n_member):
+        strided = contiguous = 0
+        for statement, by_member in iterators.items():
+            iterator = by_member[member]
+            if iterator is not None:
+                s, c = strides.cost(statement, iterator)
+                strided, contiguous = strided + s, contiguous + c
+        # Ties keep isl's order: the later member wins.
+        costs.append((strided, contiguous, -member))
+    best = min(range(n_member), key=lambda member: costs[member])
+    if best == n_member - 1:
+        return node
+    order = [member for member in range(n_member) if member != best] + [best]
+    return _permute_band(node, order)
+
+
+def _member_iterators(node: isl.ScheduleNode) -> dict[str, list[int | None]] | None:
+    """For each statement under the band, the iterator each member follows (None: a constant);
+    None when some member is anything else (a skew, a scaled or combined iterator)."""
+    result: dict[str, list[int | None]] = {}
+    for schedule in maps_of(node.band_get_partial_schedule_union_map()):
+        function = _single_multi_aff(schedule)
+        if function is None:
+            return None
+        n_in = function.dim(isl.dim_type.in_)
+        members: list[int | None] = []
+        for pos in range(function.dim(isl.dim_type.out)):
+            aff = function.get_at(pos)
+            used = [d for d in range(n_in) if not _coefficient(aff, d).is_zero()]
+            if not used:
+                members.append(None)
+            elif len(used) == 1 and _coefficient(aff, used[0]).is_one():
+                members.append(used[0])
+            else:
+                return None
+        result[schedule.get_tuple_name(isl.dim_type.in_)] = members
+    return result
+
+
+def _permute_band(node: isl.ScheduleNode, order: Sequence[int]) -> isl.ScheduleNode:
+    """The band with member `order[k]` at position k; permutability and coincidence kept (in a
+    permutable band both hold for each member whatever the order)."""
+    partial = node.band_get_partial_schedule()
+    coincident = [bool(node.band_member_get_coincident(pos)) for pos in range(len(order))]
+    permuted = partial
+    for pos, member in enumerate(order):
+        permuted = permuted.set_at(pos, partial.get_at(member))
+    node = node.delete().insert_partial_schedule(permuted)
+    node = node.band_set_permutable(1)
+    for pos, member in enumerate(order):
+        node = node.band_member_set_coincident(pos, int(coincident[member]))
+    return node
+
+
+def _single_multi_aff(relation: isl.Map) -> isl.MultiAff | None:
+    """`relation` as one affine function, or None (not single-valued, or different functions
+    on different parts of its domain)."""
+    if not relation.is_single_valued():
+        return None
+    pieces: list[isl.MultiAff] = []
+    isl.PwMultiAff.from_map(relation).foreach_piece(
+        lambda _domain, function: pieces.append(function)
+    )
+    if not pieces or any(not piece.plain_is_equal(pieces[0]) for piece in pieces[1:]):
+        return None
+    return pieces[0]
+
+
+def _coefficient(aff: isl.Aff, iterator: int) -> isl.Val:
+    """The coefficient of the `iterator`-th statement iterator in `aff`."""
+    return aff.get_coefficient_val(isl.dim_type.in_, iterator)

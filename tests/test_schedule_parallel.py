@@ -1,0 +1,359 @@
+"""-O3 end to end: OpenMP loops from `schedule-parallelize`, linked with libiomp5, against gcc -O2.
+
+Each program runs with OMP_NUM_THREADS=1 and 2 and prints what gcc -O2's build prints: exactly,
+unless a floating-point reduction was parallelized (the build's notes say so), then to a relative
+tolerance of 1e-9. Also: the JIT path, the stage's fallback when the pass fails, and the CLI
+switches of the -O3 stage.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import islpy as isl
+import numpy as np
+import pytest
+
+import polyflow
+from bench_polybench import HARNESS_DIR, KERNELS_DIR
+from polyflow.backend.toolchain import openmp_library_dir
+from polyflow.cli import options_from_args, parse_args
+
+pytestmark = pytest.mark.skipif(
+    openmp_library_dir() is None, reason="the intel-openmp wheel (libiomp5) is not installed"
+)
+
+O3 = polyflow.Options(opt_level=3, schedule=True)  # rescheduling is opt-in for now
+REORDERED = "reorders a floating-point"
+
+PROGRAMS = {
+    # Parallel outer loops, a reduction inside them, an outer time loop with parallel inner ones.
+    "matvec_stencil": """#include <stdio.h>
+#define N 200
+static double A[N][N], x[N], y[N], u[2][N];
+void matvec(int n, double A[N][N], double x[N], double y[N]) {
+  for (int i = 0; i < n; i++) {
+    y[i] = 0.0;
+    for (int j = 0; j < n; j++) y[i] += A[i][j] * x[j];
+  }
+}
+void smooth(int steps, int n, double u[2][N]) {
+  for (int t = 0; t < steps; t++)
+    for (int i = 1; i < n - 1; i++)
+      u[(t + 1) % 2][i] = (u[t % 2][i - 1] + u[t % 2][i] + u[t % 2][i + 1]) / 3.0;
+}
+int main(void) {
+  for (int i = 0; i < N; i++) {
+    x[i] = (i % 7) * 0.25;
+    u[0][i] = i % 5;
+    for (int j = 0; j < N; j++) A[i][j] = ((i * j) % 11) * 0.125 - 0.5;
+  }
+  matvec(N, A, x, y);
+  smooth(10, N, u);
+  for (int i = 0; i < N; i += 17) printf("%.17g %.17g\\n", y[i], u[0][i]);
+  return 0;
+}
+""",
+    # A float sum over a whole array (a parallel reduction) and an integer one (exact).
+    "reductions": """#include <stdio.h>
+double total(int n, double *a) {
+  double s = 0.0;
+  for (int i = 0; i < n; i++) s += a[i] * 0.5;
+  return s;
+}
+long checksum(int n, int a[n]) {
+  long s = 3;
+  for (int i = 0; i < n; i++) s += (long)a[i] * (i % 13);
+  return s;
+}
+int main(void) {
+  static double a[10000];
+  static int b[10000];
+  for (int i = 0; i < 10000; i++) { a[i] = 1.0 / (i + 1); b[i] = i % 101 - 50; }
+  printf("%.17g %ld\\n", total(10000, a), checksum(10000, b));
+  return 0;
+}
+""",
+    # Two C pointers may be one array: the copy must not run in parallel (a[i+1] = a[i] chains).
+    "aliasing": """#include <stdio.h>
+void shift(int n, double *dst, double *src) {
+  for (int i = 0; i < n; i++) dst[i + 1] = src[i] * 2.0;
+}
+int main(void) {
+  static double a[1001];
+  for (int i = 0; i < 1001; i++) a[i] = i % 3;
+  shift(1000, a, a);
+  double s = 0.0;
+  for (int i = 0; i < 1001; i++) s += a[i] * (i + 1);
+  printf("%.17g %.17g %.17g\\n", s, a[1000], a[500]);
+  return 0;
+}
+""",
+    # A loop too short to share out and a loop-carried recurrence: both stay sequential.
+    "sequential": """#include <stdio.h>
+void prefix(int n, double a[4][1000]) {
+  for (int r = 0; r < 4; r++)
+    for (int i = 1; i < n; i++) a[r][i] += a[r][i - 1];
+}
+int main(void) {
+  static double a[4][1000];
+  for (int r = 0; r < 4; r++) for (int i = 0; i < 1000; i++) a[r][i] = (r + i) % 9 * 0.1;
+  prefix(1000, a);
+  printf("%.17g %.17g\\n", a[0][999], a[3][999]);
+  return 0;
+}
+""",
+}
+POLYBENCH = ["gemm", "atax", "jacobi-2d", "covariance"]
+EXPECT_PARALLEL = {"matvec_stencil", "reductions", *POLYBENCH}
+
+
+def _run(exe: Path, threads: int) -> str:
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(t) for t in re.findall(r"-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|nan|inf", text)]
+
+
+def _assert_same_output(ours: str, gcc: str, *, reordered: bool) -> None:
+    if not reordered:
+        assert ours == gcc
+        return
+    assert re.sub(r"[-\d.eE+]+", "#", ours) == re.sub(r"[-\d.eE+]+", "#", gcc)
+    np.testing.assert_allclose(_numbers(ours), _numbers(gcc), rtol=1e-9, atol=1e-12)
+
+
+def _build_and_compare(src: Path, tmp_path: Path, flags: list[str], options: polyflow.Options):
+    exe = tmp_path / "prog"
+    report = polyflow.build_program(src, exe, options=options)
+    gcc = tmp_path / "prog.gcc"
+    subprocess.run(["gcc", "-O2", *flags, str(src), "-o", str(gcc), "-lm"], check=True)
+    expected = _run(gcc, 1)
+    reordered = any(REORDERED in note for note in report.notes)
+    for threads in (1, 2):
+        _assert_same_output(_run(exe, threads), expected, reordered=reordered)
+    return report
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_programs_at_o3_match_gcc(name: str, tmp_path: Path) -> None:
+    src = tmp_path / f"{name}.c"
+    src.write_text(PROGRAMS[name])
+    report = _build_and_compare(src, tmp_path, [], O3)
+    assert not report.fallbacks, report.fallbacks
+    assert not [w for w in report.warnings if "not fully optimized" in w], report.warnings
+    assert report.parallel == (name in EXPECT_PARALLEL)
+
+
+def test_aliasing_pointers_stay_sequential(tmp_path: Path) -> None:
+    src = tmp_path / "alias.c"
+    src.write_text(PROGRAMS["aliasing"])
+    out = tmp_path / "alias.mlir"
+    polyflow.build_program(src, out, options=O3, emit="affine-opt")
+    # C pointers: no run-time alias check is possible, so no dispatcher either
+    shift = re.search(r"func\.func private @shift\(.*?\n  \}", out.read_text(), re.S)
+    assert shift is not None and "affine.for" in shift.group(0)
+    assert "affine.parallel" not in shift.group(0)
+
+
+@pytest.mark.parametrize("kernel", POLYBENCH)
+def test_polybench_mini_at_o3_matches_gcc(kernel: str, tmp_path: Path) -> None:
+    flags = [f"-I{HARNESS_DIR}", "-DMINI_DATASET"]
+    options = O3.model_copy(
+        update={"include_dirs": (str(HARNESS_DIR),), "defines": ("MINI_DATASET",)}
+    )
+    report = _build_and_compare(KERNELS_DIR / f"{kernel}.c", tmp_path, flags, options)
+    assert f"kernel_{kernel.replace('-', '_')}" in report.compiled
+    assert report.parallel
+
+
+def test_no_parallel_reductions_is_bit_exact(tmp_path: Path) -> None:
+    src = tmp_path / "reductions.c"
+    src.write_text(PROGRAMS["reductions"])
+    options = O3.model_copy(update={"parallel_reductions": False})
+    report = _build_and_compare(src, tmp_path, [], options)
+    assert not any(REORDERED in note for note in report.notes)
+    assert report.parallel  # the integer reduction still runs in parallel
+
+
+def test_parallel_only_below_o3_is_off(tmp_path: Path) -> None:
+    src = tmp_path / "matvec.c"
+    src.write_text(PROGRAMS["matvec_stencil"])
+    assert not polyflow.build_program(src, tmp_path / "o2", options=polyflow.Options()).parallel
+    off = O3.model_copy(update={"parallel": False})
+    assert not polyflow.build_program(src, tmp_path / "seq", options=off).parallel
+
+
+def test_jit_runs_parallel_loops_and_reductions() -> None:
+    source = """
+void matvec(int n, double A[n][n], double x[n], double y[n]) {
+  for (int i = 0; i < n; i++) {
+    y[i] = 0.0;
+    for (int j = 0; j < n; j++) y[i] += A[i][j] * x[j];
+  }
+}
+double dot(int n, double *a, double *b) {
+  double s = 0.0;
+  for (int i = 0; i < n; i++) s += a[i] * b[i];
+  return s;
+}
+"""
+    rng = np.random.default_rng(0)
+    matvec = polyflow.compile_c(source, "matvec", options=O3)
+    assert "affine.parallel" in matvec.mlir("affine-opt")
+    n = 150
+    A, x, y = rng.random((n, n)), rng.random(n), np.zeros(n)
+    matvec(n, A, x, y)
+    np.testing.assert_allclose(y, A @ x, rtol=1e-12)
+
+    dot = polyflow.compile_c(source, "dot", options=O3)
+    assert 'reduce ("addf")' in dot.mlir("affine-opt")
+    assert any(REORDERED in note for note in dot.notes)
+    a, b = rng.random(50_000), rng.random(50_000)
+    np.testing.assert_allclose(dot(50_000, a, b), a @ b, rtol=1e-9)
+
+
+def test_failing_parallelization_keeps_the_sequential_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from polyflow.schedule import parallelize
+
+    def broken(*args: object, **kwargs: object) -> int:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(parallelize, "parallelize", broken)
+    src = tmp_path / "matvec.c"
+    src.write_text(PROGRAMS["matvec_stencil"])
+    report = _build_and_compare(src, tmp_path, [], O3)
+    assert not report.parallel
+    assert any("parallelization failed" in w and "boom" in w for w in report.warnings)
+
+
+def _fake_scheduling(monkeypatch: pytest.MonkeyPatch, **overrides: Any) -> None:
+    """Stand-ins for the scheduling modules: one empty scop per function, a one-band schedule,
+    a code generator that changes nothing (the orchestration is under test, not the modules)."""
+    schedule = isl.Schedule.from_domain(isl.UnionSet("{ S0[i] : 0 <= i < 4 }"))
+    deps = types.SimpleNamespace(validity=isl.UnionMap("{ }"))
+    functions: dict[str, dict[str, Any]] = {
+        "model": {"extract_scops": lambda fn: [types.SimpleNamespace(statements=())]},
+        "dependences": {"compute_dependences": lambda scop: deps},
+        "scheduler": {
+            "schedule_scop": lambda scop, deps, *, options: schedule,
+            "check_schedule_legal": lambda schedule, validity: True,
+        },
+        "tiling": {
+            "tile_schedule": lambda schedule, *, options, accesses: schedule,
+            "describe_schedule": str,
+        },
+        "codegen": {"generate": lambda scop, schedule: None, "CodegenError": ValueError},
+    }
+    for module, names in functions.items():
+        fake = types.ModuleType(f"polyflow.schedule.{module}")
+        for name, value in {**names, **overrides.get(module, {})}.items():
+            setattr(fake, name, value)
+        monkeypatch.setitem(sys.modules, f"polyflow.schedule.{module}", fake)
+
+
+def _matvec(tmp_path: Path) -> Path:
+    src = tmp_path / "matvec.c"
+    src.write_text(PROGRAMS["matvec_stencil"])
+    return src
+
+
+NO_SPLIT = O3.model_copy(update={"split": False})
+
+
+def test_stage_records_schedule_trees(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_scheduling(monkeypatch)
+    report = _build_and_compare(_matvec(tmp_path), tmp_path, [], NO_SPLIT)
+    assert report.parallel and set(report.schedules) == {"matvec", "smooth"}
+    assert report.schedules["matvec"].startswith("# scop 0\n")
+    assert not [n for n in report.notes if "not available" in n], report.notes
+    polyflow.build_program(_matvec(tmp_path), tmp_path / "s.txt", options=NO_SPLIT, emit="schedule")
+    assert "# function smooth\n# scop 0\n" in (tmp_path / "s.txt").read_text()
+
+
+def test_failing_code_generation_keeps_the_raised_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(scop: object, schedule: object) -> None:
+        raise RuntimeError("codegen bug")
+
+    _fake_scheduling(monkeypatch, codegen={"generate": broken})
+    report = _build_and_compare(_matvec(tmp_path), tmp_path, [], NO_SPLIT)
+    assert any("code generation failed" in w and "codegen bug" in w for w in report.warnings)
+    assert report.parallel and not report.schedules  # still parallelized, from the raised code
+
+
+def test_unschedulable_scop_keeps_its_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_schedule(scop: object, deps: object, *, options: object) -> None:
+        raise ValueError("isl gave up")
+
+    _fake_scheduling(monkeypatch, scheduler={"schedule_scop": no_schedule})
+    report = _build_and_compare(_matvec(tmp_path), tmp_path, [], NO_SPLIT)
+    assert not [w for w in report.warnings if "not fully optimized" in w], report.warnings
+    assert "matvec: scop 0: source order kept: ValueError: isl gave up" in report.notes
+    assert report.parallel and not report.schedules
+
+
+def test_emit_schedule_and_affine_opt(tmp_path: Path) -> None:
+    src = tmp_path / "matvec.c"
+    src.write_text(PROGRAMS["matvec_stencil"])
+    polyflow.build_program(src, tmp_path / "out.mlir", options=O3, emit="affine-opt")
+    assert "affine.parallel" in (tmp_path / "out.mlir").read_text()
+    polyflow.build_program(src, tmp_path / "out.txt", options=O3, emit="schedule")
+    assert (tmp_path / "out.txt").read_text().startswith("#")
+
+
+def test_cli_switches_parse_into_options() -> None:
+    options = options_from_args(parse_args(["build", "k.c", "-O3"]))
+    assert options.opt_level == 3 and not options.schedule  # opt-in until AST building is bounded
+    assert options_from_args(parse_args(["build", "k.c", "-O3", "--schedule"])).schedule
+    assert options.tile and options.split and options.parallel
+    assert options.parallel_reductions and options.tile_sizes is None
+    options = options_from_args(
+        parse_args(
+            [
+                "build",
+                "k.c",
+                "-O3",
+                "--no-tile",
+                "--no-split",
+                "--no-parallel",
+                "--no-parallel-reductions",
+                "--tile-sizes",
+                "32,32,8",
+                "--schedule-preset",
+                "feautrier",
+                "--fusion",
+                "max",
+                "--min-parallel-trip",
+                "4",
+                "--emit=schedule",
+            ]
+        )
+    )
+    assert not (options.tile or options.split or options.parallel or options.parallel_reductions)
+    assert options.tile_sizes == (32, 32, 8)
+    assert options.schedule_preset == "feautrier" and options.fusion == "max"
+    assert options.min_parallel_trip == 4
+    assert parse_args(["build", "k.c", "--emit=affine-opt"]).emit == "affine-opt"
+    assert not options_from_args(parse_args(["build", "k.c", "--no-schedule"])).schedule
+
+
+@pytest.mark.parametrize("bad", ["32,x", "0,8", ""])
+def test_cli_rejects_bad_tile_sizes(bad: str) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["build", "k.c", "--tile-sizes", bad])
