@@ -244,8 +244,8 @@ def write_png(suite: Suite, path: Path) -> None:
 
 
 def report_stem(suite: Suite) -> str:
-    """`<date>-<size>`, the date being the run's start."""
-    return f"{suite.started[:10]}-{suite.size}"
+    """`<date>-<size>` (size in lower case, e.g. `2026-11-22-large`), the date being the run's start."""
+    return f"{suite.started[:10]}-{suite.size.lower()}"
 
 
 def write_reports(suite: Suite, out: Path) -> list[Path]:

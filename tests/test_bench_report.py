@@ -150,8 +150,8 @@ def test_markdown_without_failures_says_so() -> None:
 def test_write_reports(tmp_path: Path) -> None:
     suite = fabricated()
     paths = write_reports(suite, tmp_path / "out")
-    assert report_stem(suite) == "2026-01-02-MINI"
-    assert [p.name for p in paths] == [f"2026-01-02-MINI.{ext}" for ext in ("json", "md", "png")]
+    assert report_stem(suite) == "2026-01-02-mini"
+    assert [p.name for p in paths] == [f"2026-01-02-mini.{ext}" for ext in ("json", "md", "png")]
     data = json.loads(paths[0].read_text())
     assert data["machine"]["cpu"] == "Test CPU"
     assert data["cells"][0]["times"] == [1.0, 3.0, 2.0] and data["cells"][0]["median"] == 2.0
