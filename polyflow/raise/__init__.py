@@ -83,7 +83,7 @@ def _symbol_name(op: ir.Operation) -> str:
     return ir.StringAttr(op.attributes["sym_name"]).value
 
 
-def _scratch_module(module: ir.Module, target: ir.Operation) -> tuple[ir.Module, ir.Operation]:
+def scratch_module(module: ir.Module, target: ir.Operation) -> tuple[ir.Module, ir.Operation]:
     """A module holding a copy of `target`, declarations of the other functions (so that calls
     verify) and copies of everything else at the top level (globals); and the copy."""
     scratch = ir.Module.create(loc=module.operation.location)
@@ -106,7 +106,7 @@ def _scratch_module(module: ir.Module, target: ir.Operation) -> tuple[ir.Module,
                 )
             else:
                 operation.clone()
-    assert copy is not None, "the function to raise is not in its module"
+    assert copy is not None, "the function to copy is not in its module"
     return scratch, copy
 
 
@@ -121,7 +121,7 @@ def _failure_reason(element: str, exc: Exception) -> str:
 
 def _raise_function(module: ir.Module, fn: ir.Operation, steps: list[_Step]) -> str | None:
     """Raise `fn` on a copy and swap the copy in; on failure leave `fn` as it is, return why."""
-    scratch, copy = _scratch_module(module, fn)  # `scratch` owns `copy`: kept alive until the end
+    scratch, copy = scratch_module(module, fn)  # `scratch` owns `copy`: kept alive until the end
     if NOT_AFFINE_ATTR in copy.attributes:  # from an earlier raising of the same module
         del copy.attributes[NOT_AFFINE_ATTR]
     for step in steps:

@@ -922,3 +922,21 @@ def explain(value: ir.Value, analysis: AffineAnalysis) -> str:
         return str(analysis.expr(value))
     except NotAffine as exc:
         return f"not affine: {exc.reason}"
+
+
+def existing_index_cast(
+    value: ir.Value, func: ir.Operation, anchor: ir.Operation
+) -> ir.Value | None:
+    """An `arith.index_cast` of `value` to `index` at the top level of `func`, before `anchor`
+    (itself a top-level op), so that raising reuses it rather than casting again."""
+    for use in value.uses:
+        user = use.owner.operation
+        if (
+            user.name == "arith.index_cast"
+            and isinstance(user.results[0].type, ir.IndexType)
+            and user.parent is not None
+            and user.parent.operation == func
+            and user.is_before_in_block(anchor)
+        ):
+            return user.results[0]
+    return None

@@ -45,7 +45,15 @@ from typing import Any, ClassVar, TypeAlias
 from mlir import ir
 from mlir.dialects import affine, arith, memref
 
-from .affine_expr import AffineAnalysis, Atom, Leaf, Lin, NotAffine, affine_map
+from .affine_expr import (
+    AffineAnalysis,
+    Atom,
+    Leaf,
+    Lin,
+    NotAffine,
+    affine_map,
+    existing_index_cast,
+)
 from .domain import Inexpressible, Space
 
 NOT_AFFINE = "polyflow.not_affine"
@@ -455,16 +463,9 @@ class _Rewriter:
 
     def _index_of(self, value: ir.Value, anchor: ir.Operation, loc: ir.Location) -> ir.Value:
         """`value` (a top-level integer) as an `index` value defined before `anchor`."""
-        for use in value.uses:
-            user = use.owner.operation
-            if (
-                user.name == "arith.index_cast"
-                and isinstance(user.results[0].type, ir.IndexType)
-                and user.parent is not None
-                and user.parent.operation == self.func
-                and user.is_before_in_block(anchor)
-            ):
-                return user.results[0]
+        existing = existing_index_cast(value, self.func, anchor)
+        if existing is not None:
+            return existing
         made = self.casts.get(value)
         if made is None:
             ip = self._after([value])

@@ -36,6 +36,7 @@ from .affine_expr import (
     Lin,
     NotAffine,
     affine_map,
+    existing_index_cast,
     integer_set,
 )
 
@@ -204,16 +205,9 @@ class _Raiser:
     def _index_of(self, value: ir.Value, at: ir.Operation) -> ir.Value:
         """`value` (a top-level integer) cast to `index` at the top level, before `at`."""
         anchor = self._top_ancestor(at)
-        for use in value.uses:
-            user = use.owner.operation
-            if (
-                user.name == "arith.index_cast"
-                and isinstance(user.results[0].type, ir.IndexType)
-                and user.parent is not None
-                and user.parent.operation == self.func
-                and user.is_before_in_block(anchor)
-            ):
-                return user.results[0]
+        existing = existing_index_cast(value, self.func, anchor)
+        if existing is not None:
+            return existing
         cast = arith.IndexCastOp(
             ir.IndexType.get(), value, loc=at.location, ip=ir.InsertionPoint(anchor)
         )

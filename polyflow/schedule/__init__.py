@@ -89,33 +89,6 @@ def schedulable_functions(module: ir.Module) -> Iterator[ir.Operation]:
             yield fn
 
 
-def _scratch_copy(module: ir.Module, target: ir.Operation) -> tuple[ir.Module, ir.Operation]:
-    """A module holding a copy of `target`, declarations of the other functions (so that calls
-    verify) and copies of the other top-level ops (globals); and the copy."""
-    scratch = ir.Module.create(loc=module.operation.location)
-    copy: ir.Operation | None = None
-    with ir.InsertionPoint(scratch.body):
-        for op in module.body.operations:
-            operation = op.operation
-            if operation == target:
-                copy = operation.clone()
-            elif operation.name == "func.func":
-                ir.Operation.create(
-                    "func.func",
-                    attributes={
-                        "sym_name": operation.attributes["sym_name"],
-                        "function_type": operation.attributes["function_type"],
-                        "sym_visibility": ir.StringAttr.get("private"),
-                    },
-                    regions=1,
-                    loc=operation.location,
-                )
-            else:
-                operation.clone()
-    assert copy is not None, "the function to schedule is not in its module"
-    return scratch, copy
-
-
 def _run_pipeline(fn: ir.Operation, pipeline: str) -> None:
     """Run a pipeline (polyflow and upstream passes) on one function; a failure raises
     `_StepFailed` naming the pass."""
@@ -245,7 +218,7 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
     failure: str | None = None
     trees: list[str] = []
     if options.schedule:
-        scratch, copy = _scratch_copy(module, fn)
+        scratch, copy = _raising.scratch_module(module, fn)
         try:
             trees = reschedule_function(copy, options, notes)
             swapped = _swap_in(fn, copy)
@@ -260,7 +233,7 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
             trees = []
         del scratch
     if options.parallel:
-        scratch, copy = _scratch_copy(module, fn)
+        scratch, copy = _raising.scratch_module(module, fn)
         element = (
             f"schedule-parallelize{{parallel_reductions={str(options.parallel_reductions).lower()}"
             f" min_trip={options.min_parallel_trip}}}"

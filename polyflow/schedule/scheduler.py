@@ -21,7 +21,6 @@ compile work runs in worker processes, one scop at a time, so this never happens
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
@@ -41,8 +40,6 @@ if TYPE_CHECKING:
 # statements, takes ~19 000). Five million bounds a scheduling run to a few seconds; a scop that
 # needs more is left in source order rather than stalling the compile. A count, not a clock, so the
 # same input always gets the same answer (compile results are cached by their inputs).
-# Wall-clock seconds the isl scheduler gets per scop before the source order is kept.
-SCHEDULE_TIME_LIMIT = 20.0
 DEFAULT_MAX_OPERATIONS = 5_000_000
 
 
@@ -162,13 +159,8 @@ def schedule_scop(
     *,
     options: Options,
     max_operations: int = DEFAULT_MAX_OPERATIONS,
-    time_limit: float = SCHEDULE_TIME_LIMIT,
 ) -> isl.Schedule:
     """A legal new schedule tree for `scop` under `options`, or `ScheduleError` saying why not.
-
-    isl's operation budget does not bound every part of its scheduler (it ran for minutes on
-    floyd-warshall and heat-3d), so the computation runs in a forked child process that is
-    killed after `time_limit` seconds.
 
     `max_operations` bounds isl's work (0: unbounded). The result is checked with
     `check_schedule_legal` against `deps.validity` before it is returned.
@@ -186,7 +178,8 @@ def schedule_scop(
             .set_proximity(proximity)
             .set_coincidence(deps.coincidence)
         )
-        schedule = _compute_in_child(constraints, settings, max_operations, time_limit)
+        with isl_scheduler_options(domain.get_ctx(), settings, max_operations=max_operations):
+            schedule = constraints.compute_schedule()
         schedule = _with_context(schedule, scop.context)
         legal = check_schedule_legal(schedule, deps.validity)
     except isl.Error as error:
@@ -194,48 +187,6 @@ def schedule_scop(
     if not legal:
         raise ScheduleError("isl's schedule violates a dependence")
     return schedule
-
-
-def _compute_in_child(
-    constraints: isl.ScheduleConstraints,
-    settings: SchedulerSettings,
-    max_operations: int,
-    time_limit: float,
-) -> isl.Schedule:
-    """`constraints.compute_schedule()` in a forked child, under a wall-clock limit; the tree
-    comes back as text (isl's YAML) and is read into the parent's context."""
-    ctx = constraints.get_ctx()
-    text = str(constraints)
-    fork = multiprocessing.get_context("fork")
-    receiver, sender = fork.Pipe(duplex=False)
-
-    def child() -> None:
-        try:
-            with isl_scheduler_options(ctx, settings, max_operations=max_operations):
-                result = isl.ScheduleConstraints.read_from_str(ctx, text).compute_schedule()
-            sender.send(("ok", str(result)))
-        except isl.Error as error:
-            sender.send(("error", _isl_message(error)))
-        except BaseException as error:  # anything else: the parent reports it
-            sender.send(("error", f"{type(error).__name__}: {error}"))
-
-    worker = fork.Process(target=child, daemon=True)
-    worker.start()
-    sender.close()
-    try:
-        if not receiver.poll(time_limit):
-            raise ScheduleError(f"isl scheduler took longer than {time_limit:g} s")
-        kind, payload = receiver.recv()
-    except EOFError as error:  # the child died without an answer
-        raise ScheduleError(f"isl scheduler process ended abnormally ({error})") from error
-    finally:
-        if worker.is_alive():
-            worker.kill()
-        worker.join()
-        receiver.close()
-    if kind != "ok":
-        raise ScheduleError(f"isl scheduler failed: {payload}")
-    return isl.Schedule.read_from_str(ctx, payload)
 
 
 def _with_context(schedule: isl.Schedule, context: isl.Set) -> isl.Schedule:
