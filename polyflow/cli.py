@@ -74,13 +74,13 @@ def _add_polyhedral_arguments(build: argparse.ArgumentParser) -> None:
         dest="schedule",
         action="store_true",
         default=None,
-        help="reschedule with isl (fusion, tiling, splitting); experimental, off by default",
+        help="reschedule with isl (fusion, tiling, splitting); on by default at -O3",
     )
     group.add_argument(
         "--no-schedule",
         dest="schedule",
         action="store_false",
-        help="keep the source order (the default for now)",
+        help="keep the source order (parallelization still runs)",
     )
     group.add_argument("--no-tile", dest="tile", action="store_false", help="do not tile")
     group.add_argument(
@@ -151,7 +151,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
         cc=args.cc,
         fp_contract=args.fp_contract,
         raise_affine=args.raise_affine,
-        schedule=args.schedule is True,
+        schedule=args.schedule is not False,
         schedule_preset=args.schedule_preset,
         fusion=args.fusion,
         tile=args.tile,

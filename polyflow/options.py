@@ -53,9 +53,7 @@ class Options(BaseModel):
 
     # ----- the polyhedral stage (opt_level 3; see polyflow/schedule/CONTRACT.md)
     schedule: bool = Field(
-        # Off by default until isl's AST generation is bounded: it ran for minutes on a tiled
-        # floyd-warshall schedule.
-        default=False,
+        default=True,
         description="at opt_level 3, reschedule each affine region with isl (fusion, tiling, "
         "statement splitting); false keeps the source order (parallelization still runs)",
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ pytestmark = pytest.mark.skipif(
     openmp_library_dir() is None, reason="the intel-openmp wheel (libiomp5) is not installed"
 )
 
-O3 = polyflow.Options(opt_level=3, schedule=True)  # rescheduling is opt-in for now
+O3 = polyflow.Options(opt_level=3)
 REORDERED = "reorders a floating-point"
 
 PROGRAMS = {
@@ -240,28 +239,23 @@ def test_failing_parallelization_keeps_the_sequential_code(
 
 
 def _fake_scheduling(monkeypatch: pytest.MonkeyPatch, **overrides: Any) -> None:
-    """Stand-ins for the scheduling modules: one empty scop per function, a one-band schedule,
-    a code generator that changes nothing (the orchestration is under test, not the modules)."""
+    """Stand-ins for the scheduling steps: one empty scop per function, a one-band schedule,
+    a code generator that changes nothing (the orchestration is under test, not the steps)."""
+    import polyflow.schedule as stage
+
     schedule = isl.Schedule.from_domain(isl.UnionSet("{ S0[i] : 0 <= i < 4 }"))
     deps = types.SimpleNamespace(validity=isl.UnionMap("{ }"))
-    functions: dict[str, dict[str, Any]] = {
-        "model": {"extract_scops": lambda fn: [types.SimpleNamespace(statements=())]},
-        "dependences": {"compute_dependences": lambda scop: deps},
-        "scheduler": {
-            "schedule_scop": lambda scop, deps, *, options: schedule,
-            "check_schedule_legal": lambda schedule, validity: True,
-        },
-        "tiling": {
-            "tile_schedule": lambda schedule, *, options, accesses: schedule,
-            "describe_schedule": str,
-        },
-        "codegen": {"generate": lambda scop, schedule: None, "CodegenError": ValueError},
+    steps: dict[str, Any] = {
+        "extract_scops": lambda fn: [(types.SimpleNamespace(statements=()), None)],
+        "compute_dependences": lambda scop: deps,
+        "schedule_scop": lambda scop, deps, *, options: schedule,
+        "check_schedule_legal": lambda schedule, validity: True,
+        "tile_schedule": lambda schedule, *, options, accesses: schedule,
+        "describe_schedule": str,
+        "generate": lambda region, scop, schedule: None,
     }
-    for module, names in functions.items():
-        fake = types.ModuleType(f"polyflow.schedule.{module}")
-        for name, value in {**names, **overrides.get(module, {})}.items():
-            setattr(fake, name, value)
-        monkeypatch.setitem(sys.modules, f"polyflow.schedule.{module}", fake)
+    for name, value in {**steps, **overrides}.items():
+        monkeypatch.setattr(stage, name, value)
 
 
 def _matvec(tmp_path: Path) -> Path:
@@ -286,10 +280,10 @@ def test_stage_records_schedule_trees(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_failing_code_generation_keeps_the_raised_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(scop: object, schedule: object) -> None:
+    def broken(region: object, scop: object, schedule: object) -> None:
         raise RuntimeError("codegen bug")
 
-    _fake_scheduling(monkeypatch, codegen={"generate": broken})
+    _fake_scheduling(monkeypatch, generate=broken)
     report = _build_and_compare(_matvec(tmp_path), tmp_path, [], NO_SPLIT)
     assert any("code generation failed" in w and "codegen bug" in w for w in report.warnings)
     assert report.parallel and not report.schedules  # still parallelized, from the raised code
@@ -301,7 +295,7 @@ def test_unschedulable_scop_keeps_its_order(
     def no_schedule(scop: object, deps: object, *, options: object) -> None:
         raise ValueError("isl gave up")
 
-    _fake_scheduling(monkeypatch, scheduler={"schedule_scop": no_schedule})
+    _fake_scheduling(monkeypatch, schedule_scop=no_schedule)
     report = _build_and_compare(_matvec(tmp_path), tmp_path, [], NO_SPLIT)
     assert not [w for w in report.warnings if "not fully optimized" in w], report.warnings
     assert "matvec: scop 0: source order kept: ValueError: isl gave up" in report.notes
@@ -319,8 +313,8 @@ def test_emit_schedule_and_affine_opt(tmp_path: Path) -> None:
 
 def test_cli_switches_parse_into_options() -> None:
     options = options_from_args(parse_args(["build", "k.c", "-O3"]))
-    assert options.opt_level == 3 and not options.schedule  # opt-in until AST building is bounded
-    assert options_from_args(parse_args(["build", "k.c", "-O3", "--schedule"])).schedule
+    assert options.opt_level == 3 and options.schedule
+    assert not options_from_args(parse_args(["build", "k.c", "-O3", "--no-schedule"])).schedule
     assert options.tile and options.split and options.parallel
     assert options.parallel_reductions and options.tile_sizes is None
     options = options_from_args(

@@ -32,10 +32,11 @@ LOWER_TO_LLVM = ",".join(
 # memref.alloca_scope that convert-scf-to-openmp wraps loop bodies in (convert-scf-to-cf cannot
 # lower it). convert-openmp-to-llvm rewrites the omp ops' operand and region types once their
 # contents are LLVM; the OpenMP translation then emits the __kmpc_* runtime calls.
+# Run in two parts: between them, `hoist_loop_allocas` moves the reduction variables that
+# convert-scf-to-openmp allocates next to each parallel loop out of enclosing sequential loops.
+PARALLEL_TO_OPENMP = "lower-affine,convert-scf-to-openmp"
 LOWER_PARALLEL_TO_LLVM = ",".join(
     [
-        "lower-affine",
-        "convert-scf-to-openmp",
         "canonicalize",
         "convert-scf-to-cf",
         "canonicalize",
@@ -69,7 +70,104 @@ def has_parallel_loops(module: ir.Module) -> bool:
 def lower_to_llvm_dialect(module: ir.Module) -> ir.Module:
     """Lower every op to the LLVM dialect in place; the module is then translatable to LLVM IR.
     Parallel loops become OpenMP (`omp` ops, calls into libiomp5 once translated)."""
-    pipeline = LOWER_PARALLEL_TO_LLVM if has_parallel_loops(module) else LOWER_TO_LLVM
     with module.context:
+        noalias = _noalias_pointer_positions(module)
+        if has_parallel_loops(module):
+            PassManager.parse(f"builtin.module({PARALLEL_TO_OPENMP})").run(module.operation)
+            hoist_loop_allocas(module)
+            pipeline = LOWER_PARALLEL_TO_LLVM
+        else:
+            pipeline = LOWER_TO_LLVM
         PassManager.parse(f"builtin.module({pipeline})").run(module.operation)
+        _mark_noalias_pointers(module, noalias)
     return module
+
+
+def hoist_loop_allocas(module: ir.Module) -> ir.Module:
+    """Move each constant-size `llvm.alloca` that sits in a loop (outside any OpenMP region) to
+    its function's entry block; the memory is the same on every iteration.
+
+    convert-scf-to-openmp allocates a parallel loop's reduction variables just before it, so
+    inside a sequential loop each iteration would grow the stack (symm and ludcmp overflowed
+    8 MiB at LARGE size). The variable is initialized right after the alloca, before every use,
+    so one slot serves all iterations. An alloca inside an `omp` region stays: it is per thread.
+    """
+    for fn in module.body.operations:
+        if fn.operation.name != "func.func" or not fn.operation.regions[0].blocks:
+            continue
+        entry = fn.operation.regions[0].blocks[0]
+        for alloca in _loop_allocas(fn.operation, entry):
+            size = alloca.operands[0].owner
+            first = entry.operations[0]
+            size.move_before(first)
+            alloca.move_before(first)
+    return module
+
+
+def _loop_allocas(fn: ir.Operation, entry: ir.Block) -> list[ir.Operation]:
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name.startswith("omp."):
+            return ir.WalkResult.SKIP
+        if (
+            op.name == "llvm.alloca"
+            and op.block != entry
+            and len(op.operands) == 1
+            and isinstance(op.operands[0], ir.OpResult)
+            and op.operands[0].owner.name == "llvm.mlir.constant"
+            and len(list(op.operands[0].uses)) == 1
+        ):
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found
+
+
+NOALIAS_ATTR = "llvm.noalias"  # as polyflow.raise.alias_guard sets it
+
+
+def _noalias_pointer_positions(module: ir.Module) -> dict[str, list[int]]:
+    """For each func with `llvm.noalias` memref arguments: the positions, after
+    convert-func-to-llvm expands each memref into (allocated, aligned, offset, sizes, strides),
+    of their aligned pointers (the one every access goes through)."""
+    positions: dict[str, list[int]] = {}
+    for op in module.body.operations:
+        if op.name != "func.func" or "arg_attrs" not in op.attributes:
+            continue
+        arg_attrs = ir.ArrayAttr(op.attributes["arg_attrs"])
+        expanded, marked = 0, []
+        for k, arg in enumerate(op.regions[0].blocks[0].arguments):
+            if isinstance(arg.type, ir.MemRefType):
+                if NOALIAS_ATTR in ir.DictAttr(arg_attrs[k]):
+                    marked.append(expanded + 1)
+                expanded += 3 + 2 * ir.MemRefType(arg.type).rank
+            else:
+                expanded += 1
+        if marked:
+            positions[ir.StringAttr(op.attributes["sym_name"]).value] = marked
+    return positions
+
+
+def _mark_noalias_pointers(module: ir.Module, positions: dict[str, list[int]]) -> None:
+    """Put `llvm.noalias` on the pointer arguments `_noalias_pointer_positions` found (the
+    conversion to the LLVM dialect drops the attribute from expanded memref arguments)."""
+    for op in module.body.operations:
+        if op.name != "llvm.func":
+            continue
+        marked = positions.get(ir.StringAttr(op.attributes["sym_name"]).value)
+        if not marked:
+            continue
+        count = len(op.regions[0].blocks[0].arguments)
+        old = ir.ArrayAttr(op.attributes["arg_attrs"]) if "arg_attrs" in op.attributes else None
+        attrs = []
+        for k in range(count):
+            entries = {}
+            if old is not None:
+                current = ir.DictAttr(old[k])
+                entries = {current[i].name: current[i].attr for i in range(len(current))}
+            if k in marked:
+                entries[NOALIAS_ATTR] = ir.UnitAttr.get()
+            attrs.append(ir.DictAttr.get(entries))
+        op.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)

@@ -24,6 +24,8 @@ NO_RAISE_ATTR = "polyflow.no_raise"
 # On the dispatcher: the name of the copy that the passes optimize.
 DISPATCHER_ATTR = "polyflow.alias_dispatcher"
 AFFINE_SUFFIX = ".affine"
+# On the optimizable copy's array arguments (carried to LLVM by polyflow.backend.lower).
+NOALIAS_ATTR = "llvm.noalias"
 SCF_SUFFIX = ".scf"
 
 # Ops through which an argument is only read or measured; any other use may write it.
@@ -180,6 +182,7 @@ def _make_dispatcher(module: ir.Module, fn: func.FuncOp, pairs: list[tuple[int, 
     fast.attributes["sym_name"] = ir.StringAttr.get(name + AFFINE_SUFFIX)
     safe.attributes["sym_name"] = ir.StringAttr.get(name + SCF_SUFFIX)
     safe.attributes[NO_RAISE_ATTR] = ir.UnitAttr.get()
+    _mark_noalias(fast)
     fn.attributes[NO_RAISE_ATTR] = ir.UnitAttr.get()
     fn.attributes[DISPATCHER_ATTR] = ir.StringAttr.get(name + AFFINE_SUFFIX)
     block = fn.entry_block
@@ -202,3 +205,35 @@ def _make_dispatcher(module: ir.Module, fn: func.FuncOp, pairs: list[tuple[int, 
             call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name + SCF_SUFFIX), args)
             scf.YieldOp(list(call.results))
         func.ReturnOp(list(branch.results))
+
+
+def _mark_noalias(fn_op: ir.Operation) -> None:
+    """Tell LLVM that the copy's array arguments do not overlap (the dispatcher checked it), so
+    its vectorizer needs no run-time overlap checks. Not when an argument has an unknown extent or
+    the function reaches a global array: either could point into a checked argument."""
+    memrefs = [a for a in fn_op.opview.entry_block.arguments if isinstance(a.type, ir.MemRefType)]
+    if any(has_unknown_extent(a) for a in memrefs) or _uses_globals(fn_op):
+        return
+    old = ir.ArrayAttr(fn_op.attributes["arg_attrs"]) if "arg_attrs" in fn_op.attributes else None
+    attrs = []
+    for k, arg in enumerate(fn_op.opview.entry_block.arguments):
+        current = ir.DictAttr(old[k]) if old is not None else ir.DictAttr.get({})
+        entries = {current[i].name: current[i].attr for i in range(len(current))}
+        if isinstance(arg.type, ir.MemRefType):
+            entries[NOALIAS_ATTR] = ir.UnitAttr.get()
+        attrs.append(ir.DictAttr.get(entries))
+    fn_op.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+
+
+def _uses_globals(fn_op: ir.Operation) -> bool:
+    found = False
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal found
+        if op.name == "memref.get_global":
+            found = True
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    fn_op.walk(visit)
+    return found

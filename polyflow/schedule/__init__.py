@@ -23,15 +23,19 @@ to `polyflow.schedule_notes` (`schedule_notes`).
 from __future__ import annotations
 
 import importlib
-import inspect
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
+import islpy as isl
 from mlir import ir
-from mlir.passmanager import PassManager
 
 from polyflow import passes
 from polyflow.options import Options
+
+from .codegen import CodegenError, generate
+from .dependences import compute_dependences
+from .model import Scop, extract_scops
+from .scheduler import check_schedule_legal, schedule_scop
+from .tiling import describe_schedule, tile_schedule
 
 # `raise` is a Python keyword: load the raising package by name (it lies up the flow).
 _raising = importlib.import_module("polyflow.raise")
@@ -44,15 +48,6 @@ NOT_AFFINE_ATTR = "polyflow.not_affine"
 # After code generation: scratchpads back to SSA values, reductions marked again (the
 # parallelizer reads the marks), the generated bounds and subscripts folded.
 CLEANUP_PIPELINE = "raise-mem2reg,raise-reductions,canonicalize,cse"
-
-# While the scheduling modules land one by one, a missing one skips its step with a note.
-# (module, name) of each step; the model, dependences, scheduler and codegen are all needed.
-_STEPS = {
-    "extract_scops": ("model", "extract_scops"),
-    "compute_dependences": ("dependences", "compute_dependences"),
-    "schedule_scop": ("scheduler", "schedule_scop"),
-    "generate": ("codegen", "generate"),
-}
 
 
 class _StepFailed(Exception):
@@ -67,15 +62,6 @@ def scheduling_enabled(options: Options) -> bool:
         and (options.schedule or options.parallel)
         and _raising.raising_enabled(options)
     )
-
-
-def _optional(module: str, name: str, notes: list[str]) -> Any | None:
-    """`polyflow.schedule.<module>.<name>`, or None with a note when it does not exist (yet)."""
-    try:
-        return getattr(importlib.import_module(f"polyflow.schedule.{module}"), name)
-    except (ImportError, AttributeError) as exc:
-        notes.append(f"{module}.{name} is not available ({exc})")
-        return None
 
 
 def _symbol_name(op: ir.Operation) -> str:
@@ -99,15 +85,6 @@ def _run_pipeline(fn: ir.Operation, pipeline: str) -> None:
             raise _StepFailed(f"pass '{element}' failed: {_describe(exc)}") from exc
 
 
-def _run_pass(fn: ir.Operation, instance: Any) -> None:
-    pm = PassManager("func.func")
-    pm.add(instance, instance.name)
-    try:
-        pm.run(fn)
-    except Exception as exc:
-        raise _StepFailed(f"pass '{instance.name}' failed: {_describe(exc)}") from exc
-
-
 def _describe(exc: Exception) -> str:
     if isinstance(exc, ir.MLIRError):
         details = "; ".join(str(d.message) for d in exc.error_diagnostics)
@@ -115,87 +92,47 @@ def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _split(fn: ir.Operation, notes: list[str]) -> None:
-    if "schedule-split-statements" in passes.PASSES:
-        _run_pipeline(fn, "schedule-split-statements")
-        return
-    cls = _optional("split", "SplitStatements", notes)
-    if cls is not None:
-        _run_pass(fn, cls())
-
-
-def _access_relations(scop: Any) -> list[Any]:
+def _access_relations(scop: Scop) -> list[isl.Map]:
     return [access.relation for stmt in scop.statements for access in stmt.accesses]
-
-
-def _generate(generate: Callable[..., Any], scop: Any, region: Any, schedule: Any) -> None:
-    """Call codegen's `generate` with the scop, its region (when model.py gives one) and the
-    schedule, matched by parameter name.
-
-    Transitional: CONTRACT.md says `generate(scop, schedule)`, while model.py pairs each Scop with
-    the ScopRegion codegen reads; fix the call here once codegen.py lands."""
-    by_name = {"region": region, "schedule": schedule, "scop": scop}
-    args = []
-    for parameter in inspect.signature(generate).parameters.values():
-        key = next((k for k in by_name if k in parameter.name.lower()), None)
-        if key is None:
-            break
-        args.append(by_name[key])
-    if len(args) < 2:
-        args = [scop, schedule] if region is None else [scop, region, schedule]
-    generate(*args)
 
 
 def reschedule_function(fn: ir.Operation, options: Options, notes: list[str]) -> list[str]:
     """Reschedule the scops of function `fn` in place (steps 1 of the module docstring); returns
     the schedule tree of each scop it generated code for. A scop that cannot be scheduled is
     left as it is, with a note; a failure that may have changed the IR raises."""
-    steps = {key: _optional(module, name, notes) for key, (module, name) in _STEPS.items()}
-    if any(step is None for step in steps.values()):
-        # splitting only pays off when the split statements are rescheduled
-        notes.append("rescheduling skipped: a scheduling module is missing")
-        return []
     if options.split:
-        _split(fn, notes)
-    tile: Callable[..., Any] | None = _optional("tiling", "tile_schedule", notes)
-    legal: Callable[..., bool] | None = _optional("scheduler", "check_schedule_legal", notes)
-    describe: Callable[[Any], str] = _optional("tiling", "describe_schedule", notes) or str
-    declined: type[Exception] | None = _optional("codegen", "CodegenError", notes)
-
+        _run_pipeline(fn, "schedule-split-statements")
     trees: list[str] = []
     try:
-        found = steps["extract_scops"](fn)  # type: ignore[misc]
+        found = extract_scops(fn)
     except Exception as exc:
         # it may have demoted values to scratchpads before failing: restore the function
         raise _StepFailed(f"extract_scops failed: {_describe(exc)}") from exc
-    for index, item in enumerate(found):
-        # model.py pairs each Scop with its ScopRegion (the MLIR side codegen reads)
-        scop, region = item if isinstance(item, tuple) else (item, None)
+    for index, (scop, region) in enumerate(found):
         where = f"scop {index}"
         try:
-            deps = steps["compute_dependences"](scop)  # type: ignore[misc]
-            schedule = steps["schedule_scop"](scop, deps, options=options)  # type: ignore[misc]
-            if legal is not None and not legal(schedule, deps.validity):
+            deps = compute_dependences(scop)
+            schedule = schedule_scop(scop, deps, options=options)
+            if not check_schedule_legal(schedule, deps.validity):
                 notes.append(f"{where}: the schedule violates a dependence; source order kept")
                 continue
-            if tile is not None:
-                tiled = tile(schedule, options=options, accesses=_access_relations(scop))
-                if legal is None or legal(tiled, deps.validity):
-                    schedule = tiled
-                else:  # tiling permutable bands is legal by construction: a bug, say so
-                    notes.append(f"{where}: the tiled schedule violates a dependence; untiled")
+            tiled = tile_schedule(schedule, options=options, accesses=_access_relations(scop))
+            if check_schedule_legal(tiled, deps.validity):
+                schedule = tiled
+            else:  # tiling permutable bands is legal by construction: a bug, say so
+                notes.append(f"{where}: the tiled schedule violates a dependence; untiled")
         except Exception as exc:  # nothing is changed yet: this scop keeps its code
             notes.append(f"{where}: source order kept: {_describe(exc)}")
             continue
         try:
-            _generate(steps["generate"], scop, region, schedule)  # type: ignore[arg-type]
+            generate(region, scop, schedule)
+        except CodegenError as exc:
+            # codegen's own refusal leaves the region as it was: only this scop keeps its code
+            notes.append(f"{where}: source order kept: {_describe(exc)}")
+            continue
         except Exception as exc:
-            if declined is not None and isinstance(exc, declined):
-                # codegen's own refusal leaves the region as it was: only this scop keeps its code
-                notes.append(f"{where}: source order kept: {_describe(exc)}")
-                continue
             raise _StepFailed(f"code generation failed for {where}: {_describe(exc)}") from exc
-        trees.append(f"# {where}\n{describe(schedule).rstrip()}")
+        trees.append(f"# {where}\n{describe_schedule(schedule).rstrip()}")
     _run_pipeline(fn, CLEANUP_PIPELINE)
     return trees
 

@@ -432,10 +432,28 @@ class AstUnsupported(Exception):
     """An isl AST construct with no affine equivalent (e.g. `select`, a product of unknowns)."""
 
 
-def build_ast(context: isl.Set, schedule: isl.Schedule) -> AstNode:
-    """isl's AST for `schedule` (under what `context` says of the parameters), as plain values."""
-    build = isl.AstBuild.from_context(context)
-    return _node(build.node_from_schedule(schedule))
+# isl operations an AST build may take (isl.Error past it; codegen then keeps the source order).
+# Every PolyBench kernel's AST needs under 1 000 000. A count, not a clock, so the same input
+# always gets the same answer; isl counts sparsely in some of its AST work, so it bounds the
+# time only loosely (a tiled floyd-warshall initialization spent 51 s on its first million).
+AST_MAX_OPERATIONS = 2_000_000
+
+
+def build_ast(
+    context: isl.Set, schedule: isl.Schedule, *, max_operations: int = AST_MAX_OPERATIONS
+) -> AstNode:
+    """isl's AST for `schedule` (under what `context` says of the parameters), as plain values;
+    isl.Error when isl needs more than `max_operations` operations (0: unbounded)."""
+    ctx = context.get_ctx()
+    saved = ctx.get_max_operations()
+    ctx.set_max_operations(max_operations)
+    ctx.reset_operations()
+    try:
+        build = isl.AstBuild.from_context(context)
+        return _node(build.node_from_schedule(schedule))
+    finally:
+        ctx.set_max_operations(saved)
+        ctx.reset_operations()
 
 
 def ast_text(context: isl.Set, schedule: isl.Schedule) -> str:

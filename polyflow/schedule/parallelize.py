@@ -16,7 +16,11 @@ A loop becomes parallel when all of these hold:
   assumes distinct memref values are disjoint; polyflow guarantees it only for arguments of known
   extent, see polyflow/raise/alias_guard.py), counting only pairs of one element type;
 - no enclosing loop is parallel (one level of parallelism: inner loops stay sequential), and
-  it contains no `affine.parallel` itself.
+  it contains no `affine.parallel` itself;
+- it is not an innermost loop inside sequential loops that may run more than
+  `MAX_INNER_FORK_JOINS` iterations in all: that would fork and join the threads once per outer
+  iteration for a single loop's work (symm's inner reduction ran 1.2 million parallel regions of
+  a few hundred iterations each).
 
 A loop that fails a condition stays an `affine.for` and its inner loops are considered in turn.
 A reduction becomes `affine.parallel ... reduce ("addf")` whose body yields the iteration's
@@ -105,6 +109,28 @@ def _within(op: ir.Operation, ancestor: ir.Operation) -> bool:
     while parent is not None:
         if parent.operation == ancestor:
             return True
+        parent = parent.parent
+    return False
+
+
+# An innermost loop runs in parallel inside sequential loops only when those run at most this
+# many iterations in all: each one forks and joins the threads for one loop's work.
+MAX_INNER_FORK_JOINS = 64
+
+
+def _too_many_fork_joins(loop: ir.Operation, fn: ir.Operation) -> bool:
+    """Whether the loops around `loop` (inside `fn`) may run more than MAX_INNER_FORK_JOINS
+    iterations in all (any trip count not a known constant counts as too many)."""
+    total = 1
+    parent = loop.parent
+    while parent is not None and parent.operation != fn:
+        if parent.operation.name == "affine.for":
+            trip = constant_trip_count(parent.operation)
+            if trip is None:
+                return True
+            total *= trip
+            if total > MAX_INNER_FORK_JOINS:
+                return True
         parent = parent.parent
     return False
 
@@ -369,7 +395,10 @@ def choose_parallel_loops(
         trip = constant_trip_count(loop)
         if trip is not None and trip < min_trip:
             continue
-        if any(inner.name == "affine.parallel" for inner in _loops(loop)):
+        inner_loops = list(_loops(loop))
+        if any(inner.name == "affine.parallel" for inner in inner_loops):
+            continue
+        if not inner_loops and _too_many_fork_joins(loop, fn):
             continue
         reductions = loop_reductions(loop, floats=parallel_reductions)
         if reductions is None or _aliasing_conflict(loop, fn):

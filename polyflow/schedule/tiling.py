@@ -5,7 +5,8 @@ result executes the same statement instances under the same dependences (permuta
 `tile_schedule(schedule, *, options, element_bytes=8, accesses=None)`:
     * a band is tiled when it is permutable and has at least two members: tiling one loop alone
       (strip-mining) creates no reuse, and vectorization and OpenMP chunking need no help from
-      here. Only the outermost such band on each path is tiled; bands below it stay inside the
+      here. Not when a statement under it is guarded by a divisibility condition (its domain has
+      existential variables): see `_has_divisibility_guards`. Only the outermost such band on each path is tiled; bands below it stay inside the
       point loops as they are.
     * sizes: `options.tile_sizes` per band member, outermost first, the last one repeating; None
       gives `default_tile_size(element_bytes)` for every member. A member whose values over the
@@ -111,7 +112,7 @@ def _tile_subtree(
     position in the new tree."""
     if _is_permutable_band(node):
         sizes = _fitted_sizes(node, options=options, element_bytes=element_bytes)
-        if options.tile and sizes is not None:
+        if options.tile and sizes is not None and not _has_divisibility_guards(node):
             node = node.band_tile(_multi_val(node, sizes))
             if options.tile_second_level:
                 outer = tuple(size * SECOND_LEVEL_FACTOR for size in sizes)
@@ -136,6 +137,17 @@ def _is_permutable_band(node: isl.ScheduleNode) -> bool:
         node.get_type() == isl.schedule_node_type.band
         and node.band_n_member() >= 2
         and bool(node.band_get_permutable())
+    )
+
+
+def _has_divisibility_guards(node: isl.ScheduleNode) -> bool:
+    """Whether a statement under the band runs only on some residues (`(i + j) % 7 == 0`).
+    Tiled, such domains make isl's AST generation enumerate residue combinations for minutes
+    (floyd-warshall's initialization); they are guard code that tiling does not speed up."""
+    return any(
+        piece.dim(isl.dim_type.div) > 0
+        for domain in sets_of(node.get_domain())
+        for piece in domain.get_basic_sets()
     )
 
 

@@ -132,14 +132,33 @@ func.func @max_and_carried(%A: memref<100xi32>) -> (i32, i32) {
   return %m, %p : i32, i32
 }
 
-// A dependence carried by the outer loop: it stays sequential, the inner loop is parallel.
+// A dependence carried by the outer loop: it stays sequential, the loop inside it is parallel.
 // CHECK-LABEL: func.func @carried_outer
 // CHECK:      affine.for %[[T:.*]] = 1 to 100 {
 // CHECK-NEXT:   affine.parallel (%[[J:.*]]) = (0) to (100) {
-// CHECK-NEXT:     affine.load %arg0[%[[T]] - 1, %[[J]]]
+// CHECK-NEXT:     affine.for %[[K:.*]] = 0 to 100 {
+// CHECK-NEXT:       affine.load %arg0[%[[T]] - 1, %[[J]], %[[K]]]
 // CHECK:        }
 // CHECK-NEXT: }
-func.func @carried_outer(%A: memref<100x100xf32>) {
+func.func @carried_outer(%A: memref<100x100x100xf32>) {
+  affine.for %t = 1 to 100 {
+    affine.for %j = 0 to 100 {
+      affine.for %k = 0 to 100 {
+        %a = affine.load %A[%t - 1, %j, %k] : memref<100x100x100xf32>
+        %s = arith.addf %a, %a : f32
+        affine.store %s, %A[%t, %j, %k] : memref<100x100x100xf32>
+      }
+    }
+  }
+  return
+}
+
+// An innermost loop inside a sequential loop of more than 64 iterations stays sequential: a
+// fork/join per outer iteration would cost more than one loop's work (@small_trip: 4 is fine).
+// CHECK-LABEL: func.func @innermost_under_sequential
+// CHECK-NOT:  affine.parallel
+// CHECK:      return
+func.func @innermost_under_sequential(%A: memref<100x100xf32>) {
   affine.for %t = 1 to 100 {
     affine.for %j = 0 to 100 {
       %a = affine.load %A[%t - 1, %j] : memref<100x100xf32>
