@@ -2,7 +2,7 @@
 
     python -m bench_polybench [--size MINI|SMALL|MEDIUM|LARGE|EXTRALARGE] [--kernels a,b]
                               [--configs gcc,polyflow,...] [--threads N] [--repeat 5]
-                              [--out DIR] [--timeout S] [--slowdown-limit 10] [--rtol 1e-6]
+                              [--out DIR] [--timeout S] [--slowdown-limit 5] [--rtol 1e-6]
                               [--jobs 2] [--resume CHECKPOINT]
 
 Builds run side by side (`--jobs`, default 2); runs are sequential, so that they time alone:
@@ -360,9 +360,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--slowdown-limit",
         type=float,
-        default=10.0,
+        default=5.0,
         help="stop a run at this many times the gcc -O2 reference's time (at least "
-        f"{MIN_RUN_TIMEOUT:g} s; 0: only --timeout; default 10)",
+        f"{MIN_RUN_TIMEOUT:g} s; 0: only --timeout; default 5)",
     )
     parser.add_argument(
         "--build-timeout", type=float, default=600.0, help="seconds per build (600)"

@@ -142,6 +142,6 @@ def test_the_run_time_limit_follows_the_reference() -> None:
     assert runner.run_timeout(suite, 100.0) == 600.0
     assert runner.run_timeout(suite, None) == 600.0  # the reference failed
     args = runner.parse_args([])
-    assert args.slowdown_limit == 10.0
+    assert args.slowdown_limit == 5.0
     with pytest.raises(SystemExit):
         runner.parse_args(["--slowdown-limit", "-1"])

@@ -668,3 +668,20 @@ def test_describe_schedule_is_block_yaml() -> None:
     assert text.startswith("domain:")
     assert "\nchild:" in text and "permutable: 1" in text and "S1[i, k, j]" in text
     assert "coincident: [ 1, 1, 0 ]" in text
+
+
+def test_deepest_skewed_band_measures_skewing() -> None:
+    from polyflow.schedule.scheduler import deepest_skewed_band
+
+    def tree(partial: str) -> isl.Schedule:
+        domain = isl.UnionSet("[N] -> { S[t, i, j] : 0 <= t, i, j < N }")
+        band = isl.MultiUnionPwAff(partial)
+        return isl.Schedule.from_domain(domain).insert_partial_schedule(band)
+
+    assert (
+        deepest_skewed_band(tree("[N] -> [{ S[t, i, j] -> [(t)] }, { S[t, i, j] -> [(i)] }]")) == 0
+    )
+    skewed = (
+        "[N] -> [{ S[t, i, j] -> [(t)] }, { S[t, i, j] -> [(t + i)] }, { S[t, i, j] -> [(j)] }]"
+    )
+    assert deepest_skewed_band(tree(skewed)) == 3

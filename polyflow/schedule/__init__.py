@@ -34,7 +34,12 @@ from polyflow.options import Options
 from .codegen import CodegenError, generate
 from .dependences import compute_dependences
 from .model import Scop, extract_scops
-from .scheduler import check_schedule_legal, schedule_scop
+from .scheduler import (
+    MAX_SKEWED_BAND,
+    check_schedule_legal,
+    deepest_skewed_band,
+    schedule_scop,
+)
 from .tiling import describe_schedule, tile_schedule
 
 # `raise` is a Python keyword: load the raising package by name (it lies up the flow).
@@ -115,6 +120,12 @@ def reschedule_function(fn: ir.Operation, options: Options, notes: list[str]) ->
             schedule = schedule_scop(scop, deps, options=options)
             if not check_schedule_legal(schedule, deps.validity):
                 notes.append(f"{where}: the schedule violates a dependence; source order kept")
+                continue
+            if deepest_skewed_band(schedule) > MAX_SKEWED_BAND:
+                notes.append(
+                    f"{where}: source order kept: a skewed band deeper than "
+                    f"{MAX_SKEWED_BAND} loops does not pay off"
+                )
                 continue
             tiled = tile_schedule(schedule, options=options, accesses=_access_relations(scop))
             if check_schedule_legal(tiled, deps.validity):

@@ -230,6 +230,47 @@ def original_schedule(scop: Scop) -> isl.Schedule:
     return _with_context(tree, scop.context)
 
 
+# ----- profitability
+
+# A skewed band (time tiling of a stencil) with this many members or more is not used: heat-3d's
+# skewed 4-deep band ran 5x slower than its source order at LARGE size, tiled or not, while the
+# 3-deep skewed bands of fdtd-2d, seidel-2d and jacobi-2d pay off.
+MAX_SKEWED_BAND = 3
+
+
+def deepest_skewed_band(schedule: isl.Schedule) -> int:
+    """The member count of the largest band of `schedule` in which some statement's schedule
+    combines two or more loop iterators (skewing); 0 when nothing is skewed."""
+    return _deepest_skewed(schedule.get_root())
+
+
+def _deepest_skewed(node: isl.ScheduleNode) -> int:
+    here = 0
+    if node.get_type() == isl.schedule_node_type.band and _is_skewed(node):
+        here = node.band_n_member()
+    below = [_deepest_skewed(node.child(k)) for k in range(node.n_children())]
+    return max([here, *below])
+
+
+def _is_skewed(band: isl.ScheduleNode) -> bool:
+    partial = band.band_get_partial_schedule()
+    pieces: list[isl.Aff] = []
+    for member in range(band.band_n_member()):
+        functions: list[isl.PwAff] = []
+        partial.get_at(member).foreach_pw_aff(functions.append)
+        for function in functions:
+            function.foreach_piece(lambda _set, aff: pieces.append(aff))
+    return any(_iterators_used(aff) >= 2 for aff in pieces)
+
+
+def _iterators_used(aff: isl.Aff) -> int:
+    return sum(
+        1
+        for k in range(aff.dim(isl.dim_type.in_))
+        if not aff.get_coefficient_val(isl.dim_type.in_, k).is_zero()
+    )
+
+
 # ----- legality
 
 
