@@ -341,6 +341,17 @@ def test_a_failing_generation_leaves_the_region_as_it_was() -> None:
         module.operation.verify()
 
 
+def test_ast_building_is_bounded_by_an_operation_budget() -> None:
+    with ir.Context(), ir.Location.unknown():
+        module = _module(MLIR_FUNCTIONS["seidel"])
+        fn = module.body.operations[0].operation
+        ((scop, _region),) = find_scops(fn).scops
+        with pytest.raises(isl.Error, match="maximal number of operations"):
+            ih.build_ast(scop.context, initial(scop), max_operations=10)
+        ih.build_ast(scop.context, initial(scop))  # the default budget suffices; it is restored
+        assert scop.context.get_ctx().get_max_operations() == 0
+
+
 # ---------------------------------------------------------------------------------------------
 # C programs, built whole with the round trip after raising
 

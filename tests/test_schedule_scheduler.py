@@ -657,6 +657,21 @@ def test_bands_of_small_constant_loops_are_not_tiled() -> None:
     assert tile_schedule(schedule, options=Options()).plain_is_equal(schedule)
 
 
+def test_bands_over_divisibility_guards_are_not_tiled() -> None:
+    # floyd-warshall's initialization: statements guarded by (i + j) % 7 == 0; tiled, isl's AST
+    # generation ran for minutes
+    scop = make_scop(
+        "N",
+        N1,
+        [("S0", "[i, j] : 0 <= i, j < N and (i + j) mod 13 = 0", "[i, j] -> [0, i, 0, j, 0]", [],
+          ["[i, j] -> A[i, j]"]),
+         ("S1", "[i, j] : 0 <= i, j < N and (i + j) mod 7 = 0", "[i, j] -> [0, i, 0, j, 1]", [],
+          ["[i, j] -> A[i, j]"])],
+    )  # fmt: skip
+    schedule = schedule_scop(scop, compute_deps(scop), options=Options())
+    assert tile_schedule(schedule, options=Options()).plain_is_equal(schedule)
+
+
 def test_tiling_off_leaves_bands_whole() -> None:
     _, _, schedule = tiled("seidel-2d", tile=False)
     assert [b.band_n_member() for b in bands(schedule)] == [3]

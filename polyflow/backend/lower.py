@@ -133,7 +133,8 @@ def _noalias_pointer_positions(module: ir.Module) -> dict[str, list[int]]:
     convert-func-to-llvm expands each memref into (allocated, aligned, offset, sizes, strides),
     of their aligned pointers (the one every access goes through)."""
     positions: dict[str, list[int]] = {}
-    for op in module.body.operations:
+    for view in module.body.operations:
+        op = view.operation
         if op.name != "func.func" or "arg_attrs" not in op.attributes:
             continue
         arg_attrs = ir.ArrayAttr(op.attributes["arg_attrs"])
@@ -153,7 +154,8 @@ def _noalias_pointer_positions(module: ir.Module) -> dict[str, list[int]]:
 def _mark_noalias_pointers(module: ir.Module, positions: dict[str, list[int]]) -> None:
     """Put `llvm.noalias` on the pointer arguments `_noalias_pointer_positions` found (the
     conversion to the LLVM dialect drops the attribute from expanded memref arguments)."""
-    for op in module.body.operations:
+    for view in module.body.operations:
+        op = view.operation
         if op.name != "llvm.func":
             continue
         marked = positions.get(ir.StringAttr(op.attributes["sym_name"]).value)
