@@ -12,6 +12,8 @@ A loop becomes parallel when all of these hold:
   OpenMP lowering supports), on an integer or f32/f64 value; floating-point ones only with
   `parallel_reductions`;
 - its trip count is not a known constant below `min_trip`;
+- it neither lies in nor contains the else region of an `affine.if` (upstream's analysis applies
+  the if's condition there too, and misses dependences);
 - no two distinct memrefs accessed in it may alias with a write among them (upstream's analysis
   assumes distinct memref values are disjoint; polyflow guarantees it only for arguments of known
   extent, see polyflow/raise/alias_guard.py), counting only pairs of one element type;
@@ -27,8 +29,13 @@ A reduction becomes `affine.parallel ... reduce ("addf")` whose body yields the 
 contribution (the update chain applied to the identity); the initial value is combined after
 the loop, as `init + sum`.
 
+With `parallel_reductions`, the floating-point add and mul reductions left in sequential loops
+get the `reassoc` fast-math flag on their update chain (`allow_reassociation`), so that LLVM
+vectorizes them with partial sums: the same reordering a parallel reduction does.
+
 Options:
-    parallel_reductions: also parallelize floating-point reductions (reassociates them).
+    parallel_reductions: also parallelize floating-point reductions, and let sequential ones be
+        reassociated (both reorder the arithmetic).
     min_trip: keep loops that are known to run fewer iterations than this sequential.
 """
 
@@ -133,6 +140,33 @@ def _too_many_fork_joins(loop: ir.Operation, fn: ir.Operation) -> bool:
                 return True
         parent = parent.parent
     return False
+
+
+def _touches_else_region(loop: ir.Operation, fn: ir.Operation) -> bool:
+    """Whether `loop` lies in, or contains, the else region of an `affine.if`. Upstream's
+    dependence analysis constrains an access by each enclosing `affine.if`'s condition even in
+    its else region, where the condition is false: it found no dependence in lu's tiled k loop
+    (which has one) and the parallel loop computed NaNs."""
+    parent = loop.parent
+    child = loop
+    while parent is not None and parent.operation != fn:
+        if parent.operation.name == "affine.if" and len(parent.operation.regions) > 1:
+            else_region = parent.operation.regions[1]
+            if any(block == child.block for block in else_region.blocks):
+                return True
+        child = parent.operation
+        parent = parent.parent
+    found = False
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal found
+        if op.name == "affine.if" and len(op.regions) > 1 and len(op.regions[1].blocks) > 0:
+            found = True
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    loop.walk(visit)
+    return found
 
 
 def _constant_bound(attr: ir.Attribute, pick: Any) -> int | None:
@@ -262,15 +296,25 @@ def _reduction_of(loop: ir.Operation, index: int, family: str) -> Reduction | No
     """The reduction that `iter_args` value `index` of `loop` performs when its update is one
     chain of ops of `family` from the loop-carried value to what the loop yields, each chain
     value used once (so nothing else reads the partial result); None otherwise."""
-    body = loop.regions[0].blocks[0]
-    acc = body.arguments[1 + index]
-    yielded = body.operations[len(body.operations) - 1].operation.operands[index]
-    value_type = acc.type
+    value_type = loop.regions[0].blocks[0].arguments[1 + index].type
     is_float = isinstance(value_type, ir.F32Type | ir.F64Type)
     is_int = isinstance(value_type, ir.IntegerType) and value_type.width >= 8
     if not (is_float or is_int):
         return None
-    current: ir.Value = acc
+    chain = _update_chain(loop, index, family)
+    if chain is None or any(op.name.endswith("f") != is_float for op in chain):
+        return None
+    kind = _KINDS.get((family, is_float))
+    return None if kind is None else Reduction(kind, value_type)
+
+
+def _update_chain(loop: ir.Operation, index: int, family: str) -> list[ir.Operation] | None:
+    """The ops of `family` leading from `iter_args` value `index` of `loop` to what the loop
+    yields, each chain value used once; None when the update is not such a chain."""
+    body = loop.regions[0].blocks[0]
+    yielded = body.operations[len(body.operations) - 1].operation.operands[index]
+    current: ir.Value = body.arguments[1 + index]
+    ops: list[ir.Operation] = []
     while current != yielded:
         uses = list(current.uses)
         if len(uses) != 1:
@@ -281,13 +325,11 @@ def _reduction_of(loop: ir.Operation, index: int, family: str) -> Reduction | No
             return None
         if chain[1] and uses[0].operand_number != 0:
             return None  # x - acc is no reduction
-        if user.name.endswith("f") != is_float:
-            return None
+        ops.append(user)
         current = user.results[0]
     if len(list(yielded.uses)) != 1:  # read again besides the yield
         return None
-    kind = _KINDS.get((family, is_float))
-    return None if kind is None else Reduction(kind, value_type)
+    return ops
 
 
 def loop_reductions(loop: ir.Operation, *, floats: bool) -> list[Reduction] | None:
@@ -395,6 +437,8 @@ def choose_parallel_loops(
         trip = constant_trip_count(loop)
         if trip is not None and trip < min_trip:
             continue
+        if _touches_else_region(loop, fn):
+            continue
         inner_loops = list(_loops(loop))
         if any(inner.name == "affine.parallel" for inner in inner_loops):
             continue
@@ -484,23 +528,71 @@ def make_parallel(loop: ir.Operation, reductions: list[Reduction]) -> ir.Operati
 
 
 def parallelize(fn: ir.Operation, *, parallel_reductions: bool = True, min_trip: int = 8) -> int:
-    """Make the parallel loops of function `fn` `affine.parallel` (see the module docstring);
-    returns how many loops were rewritten."""
+    """Make the parallel loops of function `fn` `affine.parallel` (see the module docstring)
+    and, with `parallel_reductions`, let the sequential loops' floating-point reductions be
+    reassociated (`allow_reassociation`); returns how many loops were made parallel."""
     with fn.location:  # the default for what the builders create without `loc=` (blocks)
         chosen = choose_parallel_loops(
             fn, parallel_reductions=parallel_reductions, min_trip=min_trip
         )
         for loop, reductions in chosen:
             make_parallel(loop, reductions)
+        if parallel_reductions:
+            allow_reassociation(fn)
     return len(chosen)
 
 
+# On a sequential `affine.for`: the floating-point reductions whose updates carry `reassoc`.
+REASSOCIATED_ATTR = "polyflow.reassociated"
+
+
+def allow_reassociation(fn: ir.Operation) -> int:
+    """Give the update chain of each floating-point add or mul reduction of a sequential loop of
+    `fn` the `reassoc` fast-math flag, so that LLVM may vectorize it with partial results (it
+    reorders the sum, as a parallel reduction does; only under `parallel_reductions`). Returns
+    the number of loops changed; each is marked `polyflow.reassociated`."""
+    changed = 0
+    for loop in list(_loops(fn)):
+        if loop.name != "affine.for" or REDUCTIONS_ATTR not in loop.attributes:
+            continue
+        marks = [ir.StringAttr(a).value for a in ir.ArrayAttr(loop.attributes[REDUCTIONS_ATTR])]
+        kinds = []
+        for index, family in enumerate(marks):
+            chain = _update_chain(loop, index, family) if family in ("add", "mul") else None
+            if not chain or not all(op.name.endswith("f") for op in chain):
+                continue
+            for op in chain:
+                op.attributes["fastmath"] = _with_reassoc(op)
+            kinds.append(f"{family}f")
+        if kinds:
+            loop.attributes[REASSOCIATED_ATTR] = ir.ArrayAttr.get(
+                [ir.StringAttr.get(k) for k in kinds]
+            )
+            changed += 1
+    return changed
+
+
+def _with_reassoc(op: ir.Operation) -> ir.Attribute:
+    flags: list[str] = []
+    if "fastmath" in op.attributes:
+        text = str(op.attributes["fastmath"])  # #arith.fastmath<none> / <contract,afn>
+        inner = text[text.index("<") + 1 : text.rindex(">")]
+        flags = [f.strip() for f in inner.split(",") if f.strip() not in ("", "none")]
+    if "reassoc" not in flags:
+        flags.insert(0, "reassoc")
+    return ir.Attribute.parse(f"#arith.fastmath<{','.join(flags)}>")
+
+
 def float_reductions(fn: ir.Operation) -> list[tuple[ir.Location, str]]:
-    """(location, kind) of each floating-point reduction an `affine.parallel` of `fn` reorders."""
+    """(location, kind) of each floating-point reduction of `fn` that is reordered: by an
+    `affine.parallel`, or in a sequential loop by `allow_reassociation`."""
     codes = {code: kind for kind, code in _KIND_CODES.items() if kind in _FLOAT_KINDS}
     out: list[tuple[ir.Location, str]] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "affine.for" and REASSOCIATED_ATTR in op.attributes:
+            for attr in ir.ArrayAttr(op.attributes[REASSOCIATED_ATTR]):
+                out.append((op.location, ir.StringAttr(attr).value))
         if op.name == "affine.parallel":
             for attr in ir.ArrayAttr(op.attributes["reductions"]):
                 kind = codes.get(ir.IntegerAttr(attr).value)

@@ -73,7 +73,7 @@ func.func @sum(%A: memref<100xf64>, %out: memref<1xf64>) {
 // CHECK-LABEL: func.func @matvec
 // CHECK:      affine.parallel
 // CHECK:        affine.for {{.*}} iter_args
-// CHECK:        } {polyflow.reductions = ["add"]}
+// CHECK:        } {polyflow.reassociated = ["addf"], polyflow.reductions = ["add"]}
 func.func @matvec(%A: memref<32x32xf64>, %x: memref<32xf64>, %y: memref<32xf64>) {
   affine.for %i = 0 to 32 {
     %init = affine.load %y[%i] : memref<32xf64>
@@ -306,6 +306,49 @@ func.func @view_and_array(%A: memref<100xf32>) {
   affine.for %i = 0 to 99 {
     %a = affine.load %A[%i] : memref<100xf32>
     affine.store %a, %v[%i] : memref<99xf32, strided<[1], offset: 1>>
+  }
+  return
+}
+
+// A float reduction left in a sequential loop may still be reordered: its update gets `reassoc`
+// (LLVM then vectorizes it with partial sums) and the loop is marked. Not without
+// parallel_reductions; integer reductions need no flag.
+// CHECK-LABEL: func.func @sequential_float_reduction
+// CHECK:      affine.for %{{.*}} = 1 to 100 {
+// CHECK:        affine.for %{{.*}} = 0 to 100 iter_args
+// CHECK:          arith.addf %{{.*}}, %{{.*}} fastmath<reassoc> : f64
+// CHECK:        } {polyflow.reassociated = ["addf"], polyflow.reductions = ["add"]}
+// NORED-LABEL: func.func @sequential_float_reduction
+// NORED-NOT:  reassoc
+// NORED:      return
+func.func @sequential_float_reduction(%A: memref<100x100xf64>, %out: memref<100xf64>) {
+  affine.for %i = 1 to 100 {
+    %init = affine.load %out[%i - 1] : memref<100xf64>
+    %r = affine.for %j = 0 to 100 iter_args(%acc = %init) -> (f64) {
+      %a = affine.load %A[%i, %j] : memref<100x100xf64>
+      %s = arith.addf %acc, %a : f64
+      affine.yield %s : f64
+    } {polyflow.reductions = ["add"]}
+    affine.store %r, %out[%i] : memref<100xf64>
+  }
+  return
+}
+
+// A loop in (or around) the else region of an affine.if stays sequential: upstream's dependence
+// analysis applies the if's condition there too (lu's tiled k loop came out parallel and wrong).
+// CHECK-LABEL: func.func @in_else_region
+// CHECK-NOT:  affine.parallel
+// CHECK:      return
+func.func @in_else_region(%A: memref<100xf64>, %n: index) {
+  affine.if affine_set<()[s0] : (s0 - 50 >= 0)>()[%n] {
+    %z = arith.constant 0.0 : f64
+    affine.store %z, %A[0] : memref<100xf64>
+  } else {
+    affine.for %i = 0 to 100 {
+      %a = affine.load %A[%i] : memref<100xf64>
+      %s = arith.addf %a, %a : f64
+      affine.store %s, %A[%i] : memref<100xf64>
+    }
   }
   return
 }
