@@ -92,18 +92,23 @@ def _may_be_written(value: ir.Value) -> bool:
     return False
 
 
-def _has_loop(op: ir.Operation) -> bool:
+def _contains_op(op: ir.Operation, names: frozenset[str]) -> bool:
+    """Whether an op named in `names` is nested in `op` (or is `op`)."""
     found = False
 
     def visit(o: ir.Operation) -> ir.WalkResult:
         nonlocal found
-        if o.name in ("scf.for", "scf.while", "affine.for"):
+        if o.name in names:
             found = True
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
 
     op.walk(visit)
     return found
+
+
+_LOOP_OPS = frozenset({"scf.for", "scf.while", "affine.for"})
+_GLOBAL_OPS = frozenset({"memref.get_global"})
 
 
 def _needs_guard(fn: func.FuncOp) -> list[tuple[int, int]]:
@@ -167,7 +172,7 @@ def guard_argument_aliasing(module: ir.Module) -> list[str]:
             if ir.StringAttr(fn.sym_name).value in copies:  # guarded already
                 continue
             pairs = _needs_guard(fn)
-            if not pairs or not _has_loop(fn.operation):
+            if not pairs or not _contains_op(fn.operation, _LOOP_OPS):
                 continue
             _make_dispatcher(module, fn, pairs)
             guarded.append(ir.StringAttr(fn.sym_name).value)
@@ -212,7 +217,7 @@ def _mark_noalias(fn_op: ir.Operation) -> None:
     its vectorizer needs no run-time overlap checks. Not when an argument has an unknown extent or
     the function reaches a global array: either could point into a checked argument."""
     memrefs = [a for a in fn_op.opview.entry_block.arguments if isinstance(a.type, ir.MemRefType)]
-    if any(has_unknown_extent(a) for a in memrefs) or _uses_globals(fn_op):
+    if any(has_unknown_extent(a) for a in memrefs) or _contains_op(fn_op, _GLOBAL_OPS):
         return
     old = ir.ArrayAttr(fn_op.attributes["arg_attrs"]) if "arg_attrs" in fn_op.attributes else None
     attrs = []
@@ -223,17 +228,3 @@ def _mark_noalias(fn_op: ir.Operation) -> None:
             entries[NOALIAS_ATTR] = ir.UnitAttr.get()
         attrs.append(ir.DictAttr.get(entries))
     fn_op.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
-
-
-def _uses_globals(fn_op: ir.Operation) -> bool:
-    found = False
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        nonlocal found
-        if op.name == "memref.get_global":
-            found = True
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    fn_op.walk(visit)
-    return found
