@@ -42,6 +42,7 @@ class BuildResult:
     compiled: list[str] | None = None  # polyflow: the functions that went through MLIR
     fallbacks: dict[str, str] | None = None  # polyflow: the others, with the reason
     warnings: list[str] = field(default_factory=list)
+    parallel_functions: list[str] | None = None  # polyflow: the functions that fork threads
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,11 @@ class Config:
     # The tiny program that checks that the tool works: its command (cc_args, formatted) must
     # compile, link and run it. Also a hint printed when it does not.
     hint: str = ""
+    # A configuration whose program is often the same as this one's (see sharing.py): when it
+    # is, for a kernel, this configuration's runs are not repeated but shared.
+    twin: str | None = None
+    # Only run kernels where GCC's auto-parallelizer parallelizes a loop of the kernel.
+    only_if_gcc_parallelizes: bool = False
 
     def threads(self, requested: int) -> int:
         return requested if self.parallel else 1
@@ -130,6 +136,7 @@ class Config:
             compiled=list(report["compiled"]),
             fallbacks=dict(report["fallbacks"]),
             warnings=list(report["warnings"]),
+            parallel_functions=list(report.get("parallel_functions", [])),
         )
 
 
@@ -190,6 +197,7 @@ CONFIGS: dict[str, Config] = {
             ),
             parallel=True,
             hint=SETUP_HINT,
+            twin="polly",
         ),
         Config(
             "gcc-omp",
@@ -197,6 +205,7 @@ CONFIGS: dict[str, Config] = {
             "cc",
             ("gcc", "-O3", "-march=native", "-ftree-parallelize-loops={threads}"),
             parallel=True,
+            only_if_gcc_parallelizes=True,
         ),
         Config(
             "polyflow-base",
@@ -211,6 +220,7 @@ CONFIGS: dict[str, Config] = {
             "polyflow",
             opt_level=3,
             parallel=True,
+            twin="polyflow",
         ),
     )
 }

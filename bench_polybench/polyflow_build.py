@@ -3,7 +3,8 @@
     python -m bench_polybench.polyflow_build SOURCE EXE OPTIONS_JSON
     python -m bench_polybench.polyflow_build --version
 
-Prints the build report as JSON on stdout (`compiled`, `fallbacks`, `warnings`); a compile error
+Prints the build report as JSON on stdout (`compiled`, `fallbacks`, `warnings`,
+`parallel_functions`: the functions that start OpenMP threads); a compile error
 or a crash of the compiler prints the reason on stderr and exits 1.
 """
 
@@ -51,6 +52,7 @@ def main(argv: list[str]) -> int:
                 "compiled": list(report.compiled),
                 "fallbacks": dict(report.fallbacks),
                 "warnings": list(report.warnings),
+                "parallel_functions": list(report.parallel_functions),
             }
         )
     )

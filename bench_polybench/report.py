@@ -23,6 +23,7 @@ STATUS_TEXT = {
     "timeout": "**timeout**",
     "invalid": "**invalid**",
     "unvalidated": "**unvalidated**",
+    "not-relevant": "n/a",
 }
 
 
@@ -68,7 +69,7 @@ def cell_text(suite: Suite, cell: Cell | None) -> str:
     """A table cell: `median s · speedup× · validation (max error)`, or why there is none."""
     if cell is None:
         return "—"
-    if cell.status in ("missing", "build-failed") or not cell.times:
+    if cell.status in ("missing", "build-failed", "not-relevant") or not cell.times:
         return STATUS_TEXT.get(cell.status, cell.status)
     parts = [f"{cell.median:.4g} s"]
     s = speedup(suite, cell.kernel, cell.config, validated=False)
@@ -79,6 +80,8 @@ def cell_text(suite: Suite, cell: Cell | None) -> str:
     else:
         status = STATUS_TEXT.get(cell.status, cell.status)
         parts.append(f"{status} ({_err(cell.max_rel_err)})" if cell.status == "invalid" else status)
+    if cell.same_as is not None:
+        parts.append(f"= {cell.same_as}")
     return " · ".join(parts)
 
 
@@ -122,7 +125,8 @@ def markdown(suite: Suite) -> str:
         "## Results",
         "",
         "Each cell: median kernel time · speedup over gcc (above 1: faster) · validation "
-        "(the largest relative error seen).",
+        "(the largest relative error seen). `= X`: the same code as configuration X, so not run "
+        'again (its runs are shown; see "Shared runs"); n/a: not relevant (see "Not run").',
         "",
         "| kernel | " + " | ".join(suite.config_names) + " |",
         "|---|" + "---:|" * len(suite.configs),
@@ -135,7 +139,8 @@ def markdown(suite: Suite) -> str:
         "",
         "## Geometric mean speedup over gcc",
         "",
-        "Over the kernels where both the configuration and gcc validated.",
+        "Over the kernels where both the configuration and gcc validated (gcc-omp: where "
+        "relevant).",
         "",
         "| configuration | geomean speedup | kernels |",
         "|---|---:|---:|",
@@ -150,10 +155,21 @@ def markdown(suite: Suite) -> str:
     for cell in failures:
         lines.append(f"- {cell.kernel} × {cell.config}: {cell.status}: {_one_line(cell.message)}")
 
+    shared = [
+        f"- {c.kernel} × {c.config}: {_one_line(c.message)}" for c in suite.cells if c.same_as
+    ]
+    if shared:
+        lines += ["", "## Shared runs", "", *shared]
+
     not_run = [
         f"- configuration {i.name}: missing: {i.missing}" for i in suite.configs if i.missing
     ]
     not_run += [f"- kernel {k}: {why}" for k, why in suite.missing_kernels.items()]
+    not_run += [
+        f"- {c.kernel} × {c.config}: {_one_line(c.message)}"
+        for c in suite.cells
+        if c.status == "not-relevant"
+    ]
     if not_run:
         lines += ["", "## Not run", "", *not_run]
 

@@ -19,6 +19,7 @@ Status = Literal[
     "timeout",
     "invalid",  # the dump differs from the reference's beyond the tolerance
     "unvalidated",  # ran, but the reference (gcc -O2) failed, so nothing to compare with
+    "not-relevant",  # not run: the configuration does nothing to this kernel (sharing.py)
 ]
 
 FAILED: frozenset[str] = frozenset(
@@ -33,7 +34,7 @@ class Cell:
     kernel: str
     config: str
     status: Status = "ok"
-    message: str = ""  # why, when the status is not ok
+    message: str = ""  # why, when the status is not ok, or why the runs are shared
     build_command: str = ""
     build_seconds: float | None = None
     times: list[float] = field(default_factory=list)  # every run, in order
@@ -41,6 +42,9 @@ class Cell:
     compiled: list[str] | None = None  # polyflow: functions compiled through MLIR
     fallbacks: dict[str, str] | None = None  # polyflow: functions left to the C compiler, why
     warnings: list[str] = field(default_factory=list)
+    parallel_functions: list[str] | None = None  # polyflow: the functions that fork threads
+    # Not run: the times are those of this configuration, whose program is the same code.
+    same_as: str | None = None
 
     @property
     def median(self) -> float | None:

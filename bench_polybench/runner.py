@@ -7,6 +7,9 @@
 
 Builds run side by side (`--jobs`, default 2); runs are sequential, so that they time alone:
 each kernel's configurations run in turn, `--repeat` rounds, and the median time is reported.
+A configuration whose program is provably the same code as its twin's for a kernel (polly-par
+and polly, polyflow-par and polyflow) shares the twin's runs, and gcc-omp runs only where GCC
+parallelizes a loop of the kernel (see sharing.py).
 Every run's dump is compared with the reference's (gcc -O2, built and run once per kernel).
 Results go to `<out>/<date>-<size>.{json,md,png}` (see report.py); the Markdown table is also
 printed. After each kernel the results so far are saved to `<out>/<size>.partial.json`;
@@ -46,6 +49,7 @@ from bench_polybench.configs import (
 from bench_polybench.dump import validate
 from bench_polybench.report import markdown, write_reports
 from bench_polybench.results import Cell, ConfigInfo, Suite
+from bench_polybench.sharing import not_relevant_reason, shared_reason
 
 
 @dataclass
@@ -87,6 +91,7 @@ def _apply_build(cell: Cell, built: BuildResult) -> None:
     cell.build_command = built.command
     cell.build_seconds = built.seconds
     cell.compiled, cell.fallbacks, cell.warnings = built.compiled, built.fallbacks, built.warnings
+    cell.parallel_functions = built.parallel_functions
     if not built.ok:
         cell.status, cell.message = "build-failed", built.message
 
@@ -179,7 +184,10 @@ def run_suite(
         workdir = build_dir or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
         with progress_display(console) as bar:
-            _build_all(suite, todo, available, reference_missing, workdir, build_timeout, jobs, bar)
+            built = _build_all(
+                suite, todo, available, reference_missing, workdir, build_timeout, jobs, bar
+            )
+            _skip_redundant_runs(suite, todo, available, built, workdir, jobs, bar)
             _run_all(suite, list(todo), available, workdir, bar, save)
     save()
     return suite
@@ -209,7 +217,9 @@ def _build_all(
     timeout: float,
     jobs: int,
     bar: Progress,
-) -> None:
+) -> dict[tuple[str, str], BuildResult]:
+    """Build every kernel with the reference and every configuration; the results by
+    (kernel, configuration)."""
     work: list[tuple[Cell, Config]] = []
     for kernel in sources:
         ref = suite.reference[kernel]
@@ -228,14 +238,72 @@ def _build_all(
         exe = _exe(workdir, suite.size, cell.kernel, config.name)
         return cell, config.build(sources[cell.kernel], exe, suite.size, suite.threads, timeout)
 
+    results: dict[tuple[str, str], BuildResult] = {}
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for future in as_completed([pool.submit(build, item) for item in work]):
             cell, built = future.result()
             _apply_build(cell, built)
+            results[cell.kernel, cell.config] = built
             status = "" if built.ok else " [red]failed[/]"
             bar.update(task, description=f"built {cell.kernel} ({cell.config}){status}")
             bar.advance(task)
     bar.update(task, description="building: done")
+    return results
+
+
+def _skip_redundant_runs(
+    suite: Suite,
+    sources: dict[str, Path],
+    available: list[Config],
+    built: dict[tuple[str, str], BuildResult],
+    workdir: Path,
+    jobs: int,
+    bar: Progress,
+) -> None:
+    """Mark the cells whose runs would measure a program another configuration measures
+    (`same_as`), and gcc-omp's where it parallelizes nothing of the kernel (see sharing.py)."""
+    names = {config.name: config for config in available}
+    work: list[tuple[Cell, Config]] = []
+    for kernel in sources:
+        for config in available:
+            cell = suite.cell(kernel, config.name)
+            assert cell is not None
+            if cell.ok and (config.twin in names or config.only_if_gcc_parallelizes):
+                work.append((cell, config))
+    if not work:
+        return
+    task = bar.add_task("comparing programs", total=len(work))
+
+    def judge(item: tuple[Cell, Config]) -> tuple[Cell, str | None, str | None]:
+        cell, config = item
+        source = sources[cell.kernel]
+        if config.only_if_gcc_parallelizes:
+            why = not_relevant_reason(config, source, suite.size, suite.threads)
+            if why is not None:
+                return cell, None, why
+        if config.twin not in names:
+            return cell, None, None
+        twin = names[config.twin]
+        mine, theirs = built.get((cell.kernel, config.name)), built.get((cell.kernel, twin.name))
+        if mine is None or theirs is None:
+            return cell, None, None
+        exe, twin_exe = (
+            _exe(workdir, suite.size, cell.kernel, c) for c in (config.name, twin.name)
+        )
+        why = shared_reason(
+            config, twin, mine, theirs, source, exe, twin_exe, suite.size, suite.threads
+        )
+        return cell, (twin.name if why is not None else None), why
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for future in as_completed([pool.submit(judge, item) for item in work]):
+            cell, twin_name, why = future.result()
+            if why is not None and twin_name is None:
+                cell.status, cell.message = "not-relevant", why
+            elif twin_name is not None:
+                cell.same_as, cell.message = twin_name, why or ""
+            bar.advance(task)
+    bar.update(task, description="comparing programs: done")
 
 
 def _run_all(
@@ -252,7 +320,7 @@ def _run_all(
         for config in available:
             cell = suite.cell(kernel, config.name)
             assert cell is not None
-            if cell.status == "ok":
+            if cell.status == "ok" and cell.same_as is None:
                 cells[kernel].append((cell, config))
     total = sum(1 + suite.repeat * len(v) for v in cells.values())
     task: TaskID = bar.add_task("running", total=total)
@@ -293,9 +361,23 @@ def _run_all(
                     continue
                 _check(cell, outcome.stdout, reference_dump, ref, suite.rtol)
                 bar.advance(task)
+        _copy_shared_runs(suite, kernel)
         suite.completed.append(kernel)
         save()
     bar.update(task, description="running: done")
+
+
+def _copy_shared_runs(suite: Suite, kernel: str) -> None:
+    """Give each cell that shares another configuration's runs those runs' results."""
+    for cell in suite.cells:
+        if cell.kernel != kernel or cell.same_as is None or cell.status != "ok":
+            continue
+        twin = suite.cell(kernel, cell.same_as)
+        assert twin is not None
+        cell.times, cell.max_rel_err = list(twin.times), twin.max_rel_err
+        if twin.status != "ok":
+            cell.status = twin.status
+            cell.message = f"as {twin.config} (same code): {twin.message}"
 
 
 # A run is never cut shorter than this, however fast the reference was.

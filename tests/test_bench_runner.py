@@ -1,5 +1,6 @@
 """bench_polybench's runner on made-up kernels: how build failures, crashes, timeouts and missing
-files are recorded, and the command line's checks."""
+files are recorded, which runs are shared or skipped (sharing.py), and the command line's
+checks."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from bench_polybench import runner
-from bench_polybench.report import write_json
+from bench_polybench import runner, sharing
+from bench_polybench.configs import CONFIGS
+from bench_polybench.report import markdown, write_json
 from bench_polybench.results import Suite
 
 GOOD = r"""#include "bench.h"
 #ifdef MINI_DATASET
-#define N 10
+#define N 4000
 #else
 #define N 1000
 #endif
@@ -40,7 +42,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Suite:
     (kernels / "gemm.c").write_text(GOOD)
     (kernels / "atax.c").write_text(GOOD.replace("A[i] * 2.0", "A[i] * undeclared"))
     (kernels / "bicg.c").write_text(GOOD.replace("free(A);", "free(A); return 3;"))
-    (kernels / "mvt.c").write_text(GOOD.replace("bench_timer_start();", "for (;;) {}"))
+    (kernels / "mvt.c").write_text(GOOD.replace("bench_timer_stop();", "while (A[0] == A[0]) {}"))
     (kernels / "syrk.c").write_text(GOOD.replace("bench_timer_print();", ""))
     return runner.run_suite(
         size="MINI",
@@ -145,3 +147,69 @@ def test_the_run_time_limit_follows_the_reference() -> None:
     assert args.slowdown_limit == 5.0
     with pytest.raises(SystemExit):
         runner.parse_args(["--slowdown-limit", "-1"])
+
+
+# A recurrence: nothing to parallelize, for GCC or for polyflow.
+SEQUENTIAL = GOOD.replace("A[i] = A[i] * 2.0 + i;", "A[i] = (i ? A[i - 1] : 0.0) * 0.5 + i;")
+
+
+def test_kernel_function_finds_the_definition_and_its_lines() -> None:
+    lines = GOOD.splitlines()
+    found = sharing.kernel_function(GOOD)
+    assert found is not None and found[0] == "kernel_k"
+    assert lines[found[1] - 1].startswith("static void kernel_k(") and found[1] == found[2]
+    text = "void kernel_a(int n);\n\nstatic void kernel_a(int n)\n{\n  { n++; }\n}\nint x;\n"
+    assert sharing.kernel_function(text) == ("kernel_a", 3, 6)
+    assert sharing.kernel_function("int main(void) { return 0; }") is None
+
+
+def test_gcc_omp_runs_only_where_gcc_parallelizes_the_kernel(suite: Suite, tmp_path: Path) -> None:
+    omp = CONFIGS["gcc-omp"]
+    parallel, sequential = tmp_path / "p.c", tmp_path / "s.c"
+    parallel.write_text(GOOD)
+    sequential.write_text(SEQUENTIAL)
+    assert sharing.not_relevant_reason(omp, parallel, "MINI", 2) is None
+    why = sharing.not_relevant_reason(omp, sequential, "MINI", 2)
+    assert why is not None and "no loop of kernel_k" in why
+    gemm = suite.cell("gemm", "gcc-omp")  # the fixture's good kernel is parallel: it ran
+    assert gemm is not None and gemm.status == "ok" and len(gemm.times) == 2
+
+
+@pytest.fixture(scope="module")
+def shared_suite(tmp_path_factory: pytest.TempPathFactory) -> Suite:
+    kernels = tmp_path_factory.mktemp("kernels")
+    (kernels / "gemm.c").write_text(GOOD)
+    (kernels / "trisolv.c").write_text(SEQUENTIAL)
+    return runner.run_suite(
+        size="MINI",
+        kernels=["gemm", "trisolv"],
+        configs=["gcc", "gcc-omp", "polyflow", "polyflow-par"],
+        threads=2,
+        repeat=3,
+        kernels_dir=kernels,
+        console=Console(file=io.StringIO()),
+    )
+
+
+def test_polyflow_par_shares_the_runs_of_a_kernel_that_starts_no_threads(
+    shared_suite: Suite,
+) -> None:
+    seq, par = (
+        shared_suite.cell("trisolv", "polyflow"),
+        shared_suite.cell("trisolv", "polyflow-par"),
+    )
+    assert seq is not None and par is not None and seq.status == par.status == "ok"
+    assert par.same_as == "polyflow" and "kernel_k starts no threads" in par.message
+    assert len(seq.times) == 3 and par.times == seq.times
+    assert par.max_rel_err == seq.max_rel_err and par.parallel_functions is not None
+    omp = shared_suite.cell("trisolv", "gcc-omp")
+    assert omp is not None and omp.status == "not-relevant" and omp.times == []
+    # The parallel kernel forks: its parallel configuration runs on its own.
+    seq, par = shared_suite.cell("gemm", "polyflow"), shared_suite.cell("gemm", "polyflow-par")
+    assert seq is not None and par is not None and par.status == "ok" and par.same_as is None
+    assert par.parallel_functions == ["kernel_k"] and len(par.times) == 3
+    assert not shared_suite.failures()
+    text = markdown(shared_suite)
+    assert "## Shared runs" in text and "trisolv × polyflow-par: same executable" in text
+    assert "trisolv × gcc-omp: GCC's auto-parallelizer parallelizes no loop" in text
+    assert "· = polyflow |" in text and "| n/a |" in text

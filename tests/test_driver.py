@@ -94,3 +94,22 @@ def test_find_function_body_skips_comments_strings_and_prototypes() -> None:
     assert source[span.open_brace] == "{" and source[span.close_brace] == "}"
     assert source[span.close_brace + 1 :] == "\n"
     assert find_function_body(source, "f", 1) is None  # line 1 holds only the prototype
+
+
+def test_openmp_functions_names_the_c_functions_that_fork() -> None:
+    from polyflow.backend.driver import openmp_functions
+
+    llvm_ir = """define void @__polyflow_kernel_a(ptr %0) {
+  call void (ptr, i32, ptr, ...) @__kmpc_fork_call(ptr @1, i32 1, ptr @kernel_a.affine..omp_par)
+  ret void
+}
+define void @__polyflow_init(ptr %0) {
+  ret void
+}
+define internal void @kernel_a.affine..omp_par(ptr %0) {
+  ret void
+}
+declare void @__kmpc_fork_call(ptr, i32, ptr, ...)
+"""
+    assert openmp_functions(llvm_ir) == ["kernel_a"]
+    assert openmp_functions("") == []

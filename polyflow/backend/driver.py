@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import re
 import subprocess
 import tempfile
 import time
@@ -40,6 +41,7 @@ class BuildReport:
     notes: list[str] = field(default_factory=list)
     schedules: dict[str, str] = field(default_factory=dict)
     parallel: bool = False
+    parallel_functions: list[str] = field(default_factory=list)  # the C functions that fork
 
     def leave_to_cc(self, name: str, where: str, reason: str) -> None:
         """Record that `name` is built by the C compiler, and warn with the reason."""
@@ -168,6 +170,8 @@ def build_program(
         rest = Path(tmp) / "rest.o"
         _compile_rest(spliced, rest, options, source_dir, filename)
         report.parallel = bool(objects) and uses_openmp(llvm_ir or "")
+        if report.parallel:
+            report.parallel_functions = openmp_functions(llvm_ir or "")
         runtime = _openmp_link_flags(filename) if report.parallel else []
         _run_cc(
             [options.cc, "-o", str(output), str(rest), *objects, "-lm", *runtime],
@@ -190,6 +194,23 @@ _STOP_AFTER = {
 def uses_openmp(llvm_ir: str) -> bool:
     """Whether LLVM IR calls the OpenMP runtime (it has parallel loops)."""
     return "@__kmpc_" in llvm_ir
+
+
+_DEFINE = re.compile(r"^define\b[^@]*@([\w.$]+)\(")
+
+
+def openmp_functions(llvm_ir: str) -> list[str]:
+    """The C functions whose compiled body starts OpenMP threads (calls `__kmpc_fork_call`),
+    by their C name, sorted."""
+    found: set[str] = set()
+    current: str | None = None
+    for line in llvm_ir.splitlines():
+        if line.startswith("define"):
+            match = _DEFINE.match(line)
+            current = match.group(1) if match else None
+        elif current is not None and "@__kmpc_fork_call(" in line:
+            found.add(current.removeprefix("__polyflow_").split(".")[0])
+    return sorted(found)
 
 
 def _openmp_link_flags(filename: str) -> list[str]:
