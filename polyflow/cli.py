@@ -111,6 +111,11 @@ def _add_polyhedral_arguments(build: argparse.ArgumentParser) -> None:
         help="tile the tiles once more (L2/L3 cache)",
     )
     group.add_argument(
+        "--wavefront",
+        action="store_true",
+        help="run stencil tile bands as wavefronts of parallel tiles (with OpenMP)",
+    )
+    group.add_argument(
         "--schedule-preset",
         choices=["pluto", "isl", "feautrier"],
         default="pluto",
@@ -157,6 +162,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
         tile=args.tile,
         tile_sizes=args.tile_sizes,
         tile_second_level=args.tile_second_level,
+        wavefront=args.wavefront,
         split=args.split,
         parallel=args.parallel,
         parallel_reductions=args.parallel_reductions,

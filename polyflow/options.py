@@ -77,6 +77,12 @@ class Options(BaseModel):
     tile_second_level: bool = Field(
         default=False, description="tile the tiles once more (for the L2/L3 cache)"
     )
+    wavefront: bool = Field(
+        default=False,
+        description="with `parallel`, run tile bands with no parallel tile loop (time-tiled "
+        "stencils) as wavefronts of tiles; off by default: the outlined OpenMP regions lose the "
+        "arguments' noalias, and fdtd-2d's point loops stop vectorizing",
+    )
     split: bool = Field(
         default=True,
         description="split statements the way Polygeist does (reduction right-hand sides with "

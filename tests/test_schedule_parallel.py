@@ -176,6 +176,20 @@ def test_polybench_mini_at_o3_matches_gcc(kernel: str, tmp_path: Path) -> None:
     assert report.parallel
 
 
+@pytest.mark.parametrize("kernel", ["jacobi-2d", "seidel-2d", "fdtd-2d"])
+def test_wavefronts_of_stencil_tiles_match_gcc(kernel: str, tmp_path: Path) -> None:
+    flags = [f"-I{HARNESS_DIR}", "-DSMALL_DATASET"]
+    options = O3.model_copy(
+        update={
+            "include_dirs": (str(HARNESS_DIR),),
+            "defines": ("SMALL_DATASET",),
+            "wavefront": True,
+        }
+    )
+    report = _build_and_compare(KERNELS_DIR / f"{kernel}.c", tmp_path, flags, options)
+    assert f"kernel_{kernel.replace('-', '_')}" in report.parallel_functions, report.notes
+
+
 def test_no_parallel_reductions_is_bit_exact(tmp_path: Path) -> None:
     src = tmp_path / "reductions.c"
     src.write_text(PROGRAMS["reductions"])
@@ -250,7 +264,7 @@ def _fake_scheduling(monkeypatch: pytest.MonkeyPatch, **overrides: Any) -> None:
         "compute_dependences": lambda scop: deps,
         "schedule_scop": lambda scop, deps, *, options: schedule,
         "check_schedule_legal": lambda schedule, validity: True,
-        "tile_schedule": lambda schedule, *, options, accesses: schedule,
+        "tile_schedule": lambda schedule, *, options, accesses, validity: schedule,
         "describe_schedule": str,
         "generate": lambda region, scop, schedule: None,
     }
@@ -316,7 +330,8 @@ def test_cli_switches_parse_into_options() -> None:
     assert options.opt_level == 3 and options.schedule
     assert not options_from_args(parse_args(["build", "k.c", "-O3", "--no-schedule"])).schedule
     assert options.tile and options.split and options.parallel
-    assert options.parallel_reductions and options.tile_sizes is None
+    assert options.parallel_reductions and options.tile_sizes is None and not options.wavefront
+    assert options_from_args(parse_args(["build", "k.c", "-O3", "--wavefront"])).wavefront
     options = options_from_args(
         parse_args(
             [

@@ -26,7 +26,9 @@ from polyflow.schedule.scheduler import (
 )
 from polyflow.schedule.tiling import (
     SECOND_LEVEL_FACTOR,
+    WAVEFRONT_MARK,
     band_tile_sizes,
+    carries_dependence,
     default_tile_size,
     describe_schedule,
     tile_schedule,
@@ -700,3 +702,55 @@ def test_deepest_skewed_band_measures_skewing() -> None:
         "[N] -> [{ S[t, i, j] -> [(t)] }, { S[t, i, j] -> [(t + i)] }, { S[t, i, j] -> [(j)] }]"
     )
     assert deepest_skewed_band(tree(skewed)) == 3
+
+
+# ----- wavefronts
+
+
+def _marks(schedule: isl.Schedule) -> list[str]:
+    found: list[str] = []
+
+    def visit(node: isl.ScheduleNode) -> bool:
+        if node.get_type() == isl.schedule_node_type.mark:
+            found.append(str(node.mark_get_id().get_name()))
+        return True
+
+    schedule.get_root().foreach_descendant_top_down(visit)
+    return found
+
+
+@pytest.mark.parametrize("kernel", ["seidel-2d", "jacobi-1d"])
+def test_stencil_tiles_become_a_wavefront_with_a_parallel_second_loop(kernel: str) -> None:
+    scop, deps, schedule = schedule_for(kernel)
+    options = Options(parallel=True, wavefront=True)
+    result = tile_schedule(
+        schedule, options=options, accesses=access_maps(scop), validity=deps.validity
+    )
+    assert _marks(result) == [WAVEFRONT_MARK]
+    assert check_schedule_legal(result, deps.validity)
+    statement = scop.statements[0].name
+    wave, rest = band_of(result, statement, 0), band_of(result, statement, 1)
+    assert wave.band_n_member() == 1 and wave.band_get_permutable()
+    # The wavefront is the sum of the first two tile loops; the loop below it carries nothing.
+    tiles = band_of(tiled(kernel)[2], statement, 0)
+    first, second = member_affs(tiles, statement)[:2]
+    wavefront = isl.Map.from_aff(member_affs(wave, statement)[0])
+    assert wavefront.is_equal(isl.Map.from_aff(first.add(second)))
+    assert carries_dependence(wave, 0, deps.validity)
+    assert not carries_dependence(rest, 0, deps.validity)
+    # Sequential builds, the default options and calls without the dependences keep the plain
+    # tile order.
+    for plain in (
+        tile_schedule(schedule, options=Options(parallel=False), validity=deps.validity),
+        tile_schedule(schedule, options=Options(parallel=True), validity=deps.validity),
+        tile_schedule(schedule, options=options),
+    ):
+        assert _marks(plain) == []
+
+
+def test_bands_with_a_parallel_tile_loop_get_no_wavefront() -> None:
+    _, deps, schedule = schedule_for("gemm")
+    options = Options(parallel=True, wavefront=True)
+    result = tile_schedule(schedule, options=options, validity=deps.validity)
+    assert _marks(result) == []
+    assert result.plain_is_equal(tile_schedule(schedule, options=options))

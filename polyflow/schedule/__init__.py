@@ -127,7 +127,12 @@ def reschedule_function(fn: ir.Operation, options: Options, notes: list[str]) ->
                     f"{MAX_SKEWED_BAND} loops does not pay off"
                 )
                 continue
-            tiled = tile_schedule(schedule, options=options, accesses=_access_relations(scop))
+            tiled = tile_schedule(
+                schedule,
+                options=options,
+                accesses=_access_relations(scop),
+                validity=deps.validity,
+            )
             if check_schedule_legal(tiled, deps.validity):
                 schedule = tiled
             else:  # tiling permutable bands is legal by construction: a bug, say so

@@ -23,6 +23,8 @@ from mlir.dialects import affine
 
 from . import isl_helpers as ih
 from .model import Scop, ScopRegion, StatementOps
+from .parallelize import WAVEFRONT_PARALLEL_ATTR
+from .tiling import WAVEFRONT_MARK
 
 Want = Literal["min", "max"]
 # A conjunction of affine constraints `expr >= 0` (or `expr == 0` when flagged), and a
@@ -292,6 +294,8 @@ class _Emitter:
             name: _Leaf(value, _is_top_level(value, fn)) for name, value in region.params.items()
         }
         self.fallback_loc = region.ops[0].location
+        # Inside a WAVEFRONT_MARK, above its first loops: those carry no dependence (tiling.py).
+        self._wavefront_loops = False
 
     # maps over AST names ------------------------------------------------------------------
 
@@ -327,7 +331,9 @@ class _Emitter:
             for child in node.children:
                 self.node(child, ip, env)
         elif isinstance(node, ih.AstMark):
+            saved, self._wavefront_loops = self._wavefront_loops, node.mark == WAVEFRONT_MARK
             self.node(node.child, ip, env)
+            self._wavefront_loops = saved
         elif isinstance(node, ih.AstFor):
             self._for(node, ip, env)
         elif isinstance(node, ih.AstIf):
@@ -352,7 +358,11 @@ class _Emitter:
             )
         end = affine.AffineYieldOp([], loc=loop.location, ip=ir.InsertionPoint(loop.body))
         inner = {**env, node.iterator: _Leaf(loop.induction_variable, False)}
+        wavefront, self._wavefront_loops = self._wavefront_loops, False
+        if wavefront:
+            loop.operation.attributes[WAVEFRONT_PARALLEL_ATTR] = ir.UnitAttr.get()
         self.node(node.body, ir.InsertionPoint(end), inner)
+        self._wavefront_loops = wavefront
 
     def _if(
         self,

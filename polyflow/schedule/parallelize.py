@@ -50,6 +50,10 @@ from mlir.dialects import affine
 from mlir.passmanager import PassManager
 
 REDUCTIONS_ATTR = "polyflow.reductions"
+# On the parallel tile loop of a wavefront (tiling.py): isl checked that it carries no
+# dependence, which upstream's analysis cannot see through its tile bounds (strides over
+# max/min bounds); it stands in for that analysis when the loop calls nothing.
+WAVEFRONT_PARALLEL_ATTR = "polyflow.wavefront_parallel"
 
 # arith op → (reduction family, whether the chained value must be its left operand)
 _CHAIN_OPS = {
@@ -123,6 +127,23 @@ def _within(op: ir.Operation, ancestor: ir.Operation) -> bool:
 # An innermost loop runs in parallel inside sequential loops only when those run at most this
 # many iterations in all: each one forks and joins the threads for one loop's work.
 MAX_INNER_FORK_JOINS = 64
+
+
+def _wavefront_parallel(loop: ir.Operation) -> bool:
+    """Whether `loop` is a wavefront's parallel tile loop (see WAVEFRONT_PARALLEL_ATTR) with no
+    call inside, whose effects isl did not model."""
+    if WAVEFRONT_PARALLEL_ATTR not in loop.attributes:
+        return False
+    calls: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in ("func.call", "func.call_indirect", "llvm.call"):
+            calls.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    loop.walk(visit)
+    return not calls
 
 
 def _too_many_fork_joins(loop: ir.Operation, fn: ir.Operation) -> bool:
@@ -432,7 +453,7 @@ def choose_parallel_loops(
         if loop.name == "affine.parallel":
             blocked.append(loop)
             continue
-        if not independent:
+        if not (independent or _wavefront_parallel(loop)):
             continue
         trip = constant_trip_count(loop)
         if trip is not None and trip < min_trip:

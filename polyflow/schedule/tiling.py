@@ -20,6 +20,10 @@ result executes the same statement instances under the same dependences (permuta
       band) becomes the one along which the fewest accesses stride through memory, which usually
       makes it the loop LLVM vectorizes. Skewed bands are left in isl's order.
     * `options.tile` false: nothing is tiled; the point-loop reordering still applies.
+    * `options.parallel`, `options.wavefront` and `validity` given: a tile band none of whose tile loops is parallel
+      (time-tiled stencils, seidel-2d) becomes a wavefront (`_wavefront`): its outer
+      tile loop walks the anti-diagonals T0 + T1 of the first two tile dimensions, and the
+      second one, which then carries no dependence, is marked `WAVEFRONT_MARK` for codegen.
 
 Generated loops (what codegen sees): tile loops are scaled (the tile loop's value is the first
 point's coordinate, stepping by the tile size) and point loops are not shifted (they run over the
@@ -81,13 +85,19 @@ def tile_schedule(
     options: Options,
     element_bytes: int = 8,
     accesses: Sequence[isl.Map] | None = None,
+    validity: isl.UnionMap | None = None,
 ) -> isl.Schedule:
-    """`schedule` with its outermost permutable bands tiled (see the module docstring)."""
+    """`schedule` with its outermost permutable bands tiled (see the module docstring); with
+    `validity` (the dependences), wavefronts where `options.parallel` asks for them."""
     ctx = schedule.get_ctx()
     strides = _AccessStrides(accesses) if accesses else None
     with _isl_tile_options(ctx):
         root = _tile_subtree(
-            schedule.get_root(), options=options, element_bytes=element_bytes, strides=strides
+            schedule.get_root(),
+            options=options,
+            element_bytes=element_bytes,
+            strides=strides,
+            validity=validity,
         )
     return root.get_schedule()
 
@@ -107,6 +117,7 @@ def _tile_subtree(
     options: Options,
     element_bytes: int,
     strides: _AccessStrides | None,
+    validity: isl.UnionMap | None,
 ) -> isl.ScheduleNode:
     """`node`'s subtree with its outermost tileable bands tiled; returns the node at `node`'s
     position in the new tree."""
@@ -119,6 +130,8 @@ def _tile_subtree(
                 node = node.band_tile(_multi_val(node, outer)).child(0)
             # node: the (first-level) tile band; its child is the point band.
             node = _reorder_for_locality(node.child(0), strides).parent()
+            if options.parallel and options.wavefront and validity is not None:
+                node = _wavefront(node, validity)
             if options.tile_second_level:
                 node = node.parent()
             return node
@@ -127,9 +140,58 @@ def _tile_subtree(
         node = _reorder_for_locality(node, strides)
     for pos in range(node.n_children()):
         node = _tile_subtree(
-            node.child(pos), options=options, element_bytes=element_bytes, strides=strides
+            node.child(pos),
+            options=options,
+            element_bytes=element_bytes,
+            strides=strides,
+            validity=validity,
         ).parent()
     return node
+
+
+# The mark above a wavefront's parallel tile loop (codegen tags that loop for parallelization).
+WAVEFRONT_MARK = "polyflow.wavefront"
+
+
+def _wavefront(node: isl.ScheduleNode, validity: isl.UnionMap) -> isl.ScheduleNode:
+    """A permutable tile band whose every member carries a dependence, its first member replaced
+    by the sum of the first two, split after it, with `WAVEFRONT_MARK` above the rest. Every
+    dependence between tiles moves forward or stays in each member of a permutable band, so tiles
+    with the same sum are independent: the second member carries no dependence any more (checked
+    on `validity`). Other bands come back unchanged."""
+    n_member = node.band_n_member()
+    if n_member < 2 or not all(carries_dependence(node, m, validity) for m in range(n_member)):
+        return node  # some tile loop is parallel already
+    partial = node.band_get_partial_schedule()
+    diagonal = partial.set_at(0, partial.get_at(0).add(partial.get_at(1)))
+    wavefront = node.delete().insert_partial_schedule(diagonal).band_set_permutable(1)
+    if carries_dependence(wavefront, 1, validity):  # cannot happen in a permutable band
+        return wavefront.delete().insert_partial_schedule(partial).band_set_permutable(1)
+    wavefront = wavefront.band_split(1)
+    return wavefront.child(0).insert_mark(isl.Id(WAVEFRONT_MARK)).parent()
+
+
+def carries_dependence(node: isl.ScheduleNode, member: int, validity: isl.UnionMap) -> bool:
+    """Whether some dependence of `validity` between instances under the band has the same
+    values in every outer loop and the band's members before `member`, and different ones in
+    `member`."""
+    domain = node.get_domain()
+    deps = validity.intersect_domain(domain).intersect_range(domain)
+    if deps.is_empty():
+        return False
+    schedule = node.get_prefix_schedule_union_map().flat_range_product(
+        node.band_get_partial_schedule_union_map()
+    )
+    outer = node.get_schedule_depth() + member
+    for deltas in sets_of(deps.apply_domain(schedule).apply_range(schedule).deltas()):
+        for pos in range(outer):
+            deltas = deltas.fix_dim_si(pos, 0)
+        if deltas.is_empty():
+            continue
+        low, high = deltas.dim_min_val(outer), deltas.dim_max_val(outer)
+        if not (low.is_zero() and high.is_zero()):
+            return True
+    return False
 
 
 def _is_permutable_band(node: isl.ScheduleNode) -> bool:

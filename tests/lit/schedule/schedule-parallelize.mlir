@@ -352,3 +352,45 @@ func.func @in_else_region(%A: memref<100xf64>, %n: index) {
   }
   return
 }
+
+// A wavefront's parallel tile loop (tiling.py proved with isl that it carries no dependence) is
+// parallel on that word, where upstream's analysis finds a dependence (here one across tiles,
+// which the tagged loop asserts away); untagged, or with a call inside, it stays sequential.
+// CHECK-LABEL: func.func @wavefront_tile_loop
+// CHECK:      affine.parallel (%{{.*}}) = (0) to (symbol(%arg0)) step (32) {
+// CHECK-NEXT:   affine.for %{{.*}} = 0 to 32 {
+// CHECK-LABEL: func.func @untagged_tile_loop
+// CHECK-NOT:  affine.parallel
+// CHECK:      return
+// CHECK-LABEL: func.func @wavefront_tile_loop_with_call
+// CHECK-NOT:  affine.parallel
+// CHECK:      return
+func.func @wavefront_tile_loop(%n: index, %A: memref<?xf64>) {
+  affine.for %t = 0 to %n step 32 {
+    affine.for %i = 0 to 32 {
+      %x = affine.load %A[%t + %i] : memref<?xf64>
+      affine.store %x, %A[%t + %i + 1] : memref<?xf64>
+    }
+  } {polyflow.wavefront_parallel}
+  return
+}
+func.func @untagged_tile_loop(%n: index, %A: memref<?xf64>) {
+  affine.for %t = 0 to %n step 32 {
+    affine.for %i = 0 to 32 {
+      %x = affine.load %A[%t + %i] : memref<?xf64>
+      affine.store %x, %A[%t + %i + 1] : memref<?xf64>
+    }
+  }
+  return
+}
+func.func private @observe(f64)
+func.func @wavefront_tile_loop_with_call(%n: index, %A: memref<?xf64>) {
+  affine.for %t = 0 to %n step 32 {
+    affine.for %i = 0 to 32 {
+      %x = affine.load %A[%t + %i] : memref<?xf64>
+      func.call @observe(%x) : (f64) -> ()
+      affine.store %x, %A[%t + %i + 1] : memref<?xf64>
+    }
+  } {polyflow.wavefront_parallel}
+  return
+}
