@@ -274,34 +274,35 @@ def _skip_redundant_runs(
         return
     task = bar.add_task("comparing programs", total=len(work))
 
-    def judge(item: tuple[Cell, Config]) -> tuple[Cell, str | None, str | None]:
+    def judge(item: tuple[Cell, Config]) -> tuple[Cell, str | None, str]:
+        """The cell, the configuration whose runs it shares (None: it runs, or is not
+        relevant when the reason is not empty) and the reason."""
         cell, config = item
         source = sources[cell.kernel]
         if config.only_if_gcc_parallelizes:
             why = not_relevant_reason(config, source, suite.size, suite.threads)
             if why is not None:
                 return cell, None, why
-        if config.twin not in names:
-            return cell, None, None
-        twin = names[config.twin]
-        mine, theirs = built.get((cell.kernel, config.name)), built.get((cell.kernel, twin.name))
-        if mine is None or theirs is None:
-            return cell, None, None
+        twin = names.get(config.twin or "")
+        mine = built.get((cell.kernel, config.name))
+        theirs = built.get((cell.kernel, twin.name)) if twin is not None else None
+        if twin is None or mine is None or theirs is None:
+            return cell, None, ""
         exe, twin_exe = (
             _exe(workdir, suite.size, cell.kernel, c) for c in (config.name, twin.name)
         )
         why = shared_reason(
             config, twin, mine, theirs, source, exe, twin_exe, suite.size, suite.threads
         )
-        return cell, (twin.name if why is not None else None), why
+        return (cell, twin.name, why) if why is not None else (cell, None, "")
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for future in as_completed([pool.submit(judge, item) for item in work]):
             cell, twin_name, why = future.result()
-            if why is not None and twin_name is None:
+            if twin_name is not None:
+                cell.same_as, cell.message = twin_name, why
+            elif why:
                 cell.status, cell.message = "not-relevant", why
-            elif twin_name is not None:
-                cell.same_as, cell.message = twin_name, why or ""
             bar.advance(task)
     bar.update(task, description="comparing programs: done")
 
