@@ -18,11 +18,13 @@ from typing import Any
 import islpy as isl
 import numpy as np
 import pytest
+from mlir import ir
 
 import polyflow
 from bench_polybench import HARNESS_DIR, KERNELS_DIR
 from polyflow.backend.toolchain import openmp_library_dir
 from polyflow.cli import options_from_args, parse_args
+from polyflow.schedule.parallelize import bounded_trip_count, bounded_work
 
 pytestmark = pytest.mark.skipif(
     openmp_library_dir() is None, reason="the intel-openmp wheel (libiomp5) is not installed"
@@ -366,3 +368,31 @@ def test_cli_switches_parse_into_options() -> None:
 def test_cli_rejects_bad_tile_sizes(bad: str) -> None:
     with pytest.raises(SystemExit):
         parse_args(["build", "k.c", "--tile-sizes", bad])
+
+
+TILE_NEST = """
+func.func @tiles(%n: index, %A: memref<?xf64>) {
+  affine.for %t = 0 to %n step 32 {
+    affine.for %i = affine_map<(d0) -> (d0)>(%t) to min affine_map<(d0)[s0] -> (d0 + 32, s0)>(%t)[%n] {
+      affine.for %j = affine_map<(d0) -> (d0 floordiv 2)>(%i) to affine_map<(d0) -> (d0 floordiv 2 + 8)>(%i) step 3 {
+        %x = affine.load %A[%j] : memref<?xf64>
+        affine.store %x, %A[%i] : memref<?xf64>
+      }
+    }
+  }
+  return
+}
+"""
+
+
+def test_bounded_work_sees_through_tile_bounds() -> None:
+    with ir.Context():
+        module = ir.Module.parse(TILE_NEST)
+        fn = module.body.operations[0].operation
+        tile = fn.regions[0].blocks[0].operations[0].operation
+        point = tile.regions[0].blocks[0].operations[0].operation
+        inner = point.regions[0].blocks[0].operations[0].operation
+        assert bounded_trip_count(tile) is None  # 0 to %n
+        assert bounded_trip_count(point) == 32  # %t to min(%t + 32, %n)
+        assert bounded_trip_count(inner) == 3  # 8 values, step 3
+        assert bounded_work(point) == 96 and bounded_work(tile) is None

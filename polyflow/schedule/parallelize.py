@@ -19,10 +19,12 @@ A loop becomes parallel when all of these hold:
   extent, see polyflow/raise/alias_guard.py), counting only pairs of one element type;
 - no enclosing loop is parallel (one level of parallelism: inner loops stay sequential), and
   it contains no `affine.parallel` itself;
-- it is not an innermost loop inside sequential loops that may run more than
-  `MAX_INNER_FORK_JOINS` iterations in all: that would fork and join the threads once per outer
-  iteration for a single loop's work (symm's inner reduction ran 1.2 million parallel regions of
-  a few hundred iterations each).
+- it is not an innermost loop, nor a nest known to run fewer than `MIN_PARALLEL_WORK` innermost
+  iterations whatever its bounds' values (a tile's point loops, `bounded_work`), inside
+  sequential loops that may run more than `MAX_INNER_FORK_JOINS` iterations in all: that would
+  fork and join the threads once per outer iteration for little work (symm's inner reduction
+  ran 1.2 million parallel regions of a few hundred iterations each; lu's tiled code, parallel
+  over 32 rows of a tile of 32 columns, was slower on 2 threads than on 1).
 
 A loop that fails a condition stays an `affine.for` and its inner loops are considered in turn.
 A reduction becomes `affine.parallel ... reduce ("addf")` whose body yields the iteration's
@@ -127,6 +129,9 @@ def _within(op: ir.Operation, ancestor: ir.Operation) -> bool:
 # An innermost loop runs in parallel inside sequential loops only when those run at most this
 # many iterations in all: each one forks and joins the threads for one loop's work.
 MAX_INNER_FORK_JOINS = 64
+# Nor does a loop nest known to run fewer innermost iterations than this (whatever its bounds'
+# values: tile-sized loops), as a fork and join costs microseconds.
+MIN_PARALLEL_WORK = 8192
 
 
 def _wavefront_parallel(loop: ir.Operation) -> bool:
@@ -209,6 +214,93 @@ def constant_trip_count(loop: ir.Operation) -> int | None:
         return None
     step = ir.IntegerAttr(loop.attributes["step"]).value
     return max(0, -(-(upper - lower) // step))
+
+
+def bounded_trip_count(loop: ir.Operation) -> int | None:
+    """An upper bound on the iterations of an `affine.for` whose extent is a constant however
+    its bounds' operands vary (a tile's point loop: `%t to min(%t + 32, %n)` runs at most 32),
+    None when no upper bound minus lower bound is one. Decided by evaluating the bounds at a
+    few operand values: it steers a cost choice, never correctness."""
+    view = loop.opview
+    lower_map = ir.AffineMapAttr(loop.attributes["lowerBoundMap"]).value
+    upper_map = ir.AffineMapAttr(loop.attributes["upperBoundMap"]).value
+    lower_operands, upper_operands = list(view.lowerBoundOperands), list(view.upperBoundOperands)
+    operands = list(dict.fromkeys([*lower_operands, *upper_operands]))
+    samples = [
+        {value: _SAMPLE_VALUES[(k * 7 + n) % 11] for k, value in enumerate(operands)}
+        for n in range(4)
+    ]
+    best: int | None = None
+    for upper in upper_map.results:
+        for lower in lower_map.results:
+            extents = {
+                _evaluate(upper, upper_map, upper_operands, sample)
+                - _evaluate(lower, lower_map, lower_operands, sample)
+                for sample in samples
+            }
+            if len(extents) == 1:
+                extent = extents.pop()
+                step = ir.IntegerAttr(loop.attributes["step"]).value
+                trips = max(0, -(-extent // step))
+                best = trips if best is None else min(best, trips)
+    return best
+
+
+def bounded_work(loop: ir.Operation) -> int | None:
+    """An upper bound on the innermost iterations one run of `loop` executes (its bounded trip
+    count times the work of the loops in its body, siblings added), None when some loop in it
+    has no bounded trip count."""
+    trips = constant_trip_count(loop)
+    if trips is None:
+        trips = bounded_trip_count(loop)
+    if trips is None:
+        return None
+    body = 0
+    for inner in _child_loops(loop):
+        work = bounded_work(inner)
+        if work is None:
+            return None
+        body += work
+    return trips * max(1, body)
+
+
+def _child_loops(op: ir.Operation) -> Iterator[ir.Operation]:
+    """The `affine.for` ops nested in `op` with no loop between (through `affine.if`s)."""
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                inner = inner.operation
+                if inner.name == "affine.for":
+                    yield inner
+                elif inner.name == "affine.if":
+                    yield from _child_loops(inner)
+
+
+_SAMPLE_VALUES = (1009, 7919, 104729, 3, 65537, 271, 40503, 12289, 97, 524287, 2039)
+
+
+def _evaluate(
+    expr: ir.AffineExpr, amap: ir.AffineMap, operands: list[ir.Value], values: dict[ir.Value, int]
+) -> int:
+    """`expr` (a result of `amap`) with its dims and symbols bound to `operands`' `values`."""
+    if isinstance(expr, ir.AffineConstantExpr):
+        return int(expr.value)
+    if isinstance(expr, ir.AffineDimExpr):
+        return values[operands[expr.position]]
+    if isinstance(expr, ir.AffineSymbolExpr):
+        return values[operands[amap.n_dims + expr.position]]
+    assert isinstance(expr, ir.AffineBinaryExpr), expr
+    lhs = _evaluate(expr.lhs, amap, operands, values)
+    rhs = _evaluate(expr.rhs, amap, operands, values)
+    if isinstance(expr, ir.AffineAddExpr):
+        return lhs + rhs
+    if isinstance(expr, ir.AffineMulExpr):
+        return lhs * rhs
+    if isinstance(expr, ir.AffineModExpr):
+        return lhs % rhs
+    if isinstance(expr, ir.AffineFloorDivExpr):
+        return lhs // rhs
+    return -(-lhs // rhs)  # ceildiv
 
 
 def _root(memref: ir.Value) -> ir.Value:
@@ -465,6 +557,9 @@ def choose_parallel_loops(
             continue
         if not inner_loops and _too_many_fork_joins(loop, fn):
             continue
+        work = bounded_work(loop)
+        if work is not None and work < MIN_PARALLEL_WORK and _too_many_fork_joins(loop, fn):
+            continue  # a tile's point loops under tile loops: lu forked 60 000 times for 32²
         reductions = loop_reductions(loop, floats=parallel_reductions)
         if reductions is None or _aliasing_conflict(loop, fn):
             continue

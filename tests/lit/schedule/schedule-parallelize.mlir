@@ -394,3 +394,40 @@ func.func @wavefront_tile_loop_with_call(%n: index, %A: memref<?xf64>) {
   } {polyflow.wavefront_parallel}
   return
 }
+
+// A nest of at most 32x31 iterations whatever the outer loop does (a tile's point loops) inside a
+// long sequential loop stays sequential: a fork and join per outer iteration costs more than it
+// saves. With a loop over %n inside, the work pays for it.
+// CHECK-LABEL: func.func @small_nest_in_long_loop
+// CHECK-NOT:  affine.parallel
+// CHECK:      return
+// CHECK-LABEL: func.func @large_nest_in_long_loop
+// CHECK:      affine.for %{{.*}} = 0 to %arg0 {
+// CHECK-NEXT:   affine.parallel (%{{.*}}) = (0) to (32) {
+// CHECK-NEXT:     affine.for %{{.*}} = 1 to %arg0 {
+func.func @small_nest_in_long_loop(%n: index, %A: memref<32x32xf64>) {
+  %one = arith.constant 1.0 : f64
+  affine.for %k = 0 to %n {
+    affine.for %i = 0 to 32 {
+      affine.for %j = 1 to 32 {
+        %x = affine.load %A[%i, %j - 1] : memref<32x32xf64>
+        %y = arith.addf %x, %one : f64
+        affine.store %y, %A[%i, %j] : memref<32x32xf64>
+      }
+    }
+  }
+  return
+}
+func.func @large_nest_in_long_loop(%n: index, %A: memref<32x?xf64>) {
+  %one = arith.constant 1.0 : f64
+  affine.for %k = 0 to %n {
+    affine.for %i = 0 to 32 {
+      affine.for %j = 1 to %n {
+        %x = affine.load %A[%i, %j - 1] : memref<32x?xf64>
+        %y = arith.addf %x, %one : f64
+        affine.store %y, %A[%i, %j] : memref<32x?xf64>
+      }
+    }
+  }
+  return
+}
