@@ -20,10 +20,11 @@ result executes the same statement instances under the same dependences (permuta
       band) becomes the one along which the fewest accesses stride through memory, which usually
       makes it the loop LLVM vectorizes. Skewed bands are left in isl's order.
     * `options.tile` false: nothing is tiled; the point-loop reordering still applies.
-    * `options.parallel`, `options.wavefront` and `validity` given: a tile band none of whose tile loops is parallel
-      (time-tiled stencils, seidel-2d) becomes a wavefront (`_wavefront`): its outer
-      tile loop walks the anti-diagonals T0 + T1 of the first two tile dimensions, and the
-      second one, which then carries no dependence, is marked `WAVEFRONT_MARK` for codegen.
+    * `options.parallel`, `options.wavefront` and `validity` given: a tile band none of whose
+      tile loops is parallel (time-tiled stencils, seidel-2d) becomes a wavefront
+      (`_wavefront`): its outer tile loop walks the anti-diagonals T0 + T1 of the first two tile
+      dimensions, and the second one, which then carries no dependence, is marked
+      `WAVEFRONT_MARK` for codegen.
 
 Generated loops (what codegen sees): tile loops are scaled (the tile loop's value is the first
 point's coordinate, stepping by the tile size) and point loops are not shifted (they run over the
@@ -88,7 +89,7 @@ def tile_schedule(
     validity: isl.UnionMap | None = None,
 ) -> isl.Schedule:
     """`schedule` with its outermost permutable bands tiled (see the module docstring); with
-    `validity` (the dependences), wavefronts where `options.parallel` asks for them."""
+    `validity` (the dependences), wavefronts where `options.wavefront` asks for them."""
     ctx = schedule.get_ctx()
     strides = _AccessStrides(accesses) if accesses else None
     with _isl_tile_options(ctx):
