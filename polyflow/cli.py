@@ -111,9 +111,10 @@ def _add_polyhedral_arguments(build: argparse.ArgumentParser) -> None:
         help="tile the tiles once more (L2/L3 cache)",
     )
     group.add_argument(
-        "--wavefront",
-        action="store_true",
-        help="run stencil tile bands as wavefronts of parallel tiles (with OpenMP)",
+        "--no-wavefront",
+        dest="wavefront",
+        action="store_false",
+        help="no wavefronts: stencil tiles with no parallel tile loop stay sequential",
     )
     group.add_argument(
         "--schedule-preset",

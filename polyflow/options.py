@@ -78,11 +78,9 @@ class Options(BaseModel):
         default=False, description="tile the tiles once more (for the L2/L3 cache)"
     )
     wavefront: bool = Field(
-        default=False,
+        default=True,
         description="with `parallel`, run tile bands with no parallel tile loop (time-tiled "
-        "stencils) as wavefronts of tiles; off by default: consecutive tiles of a wavefront are "
-        "far apart in memory, which costs fdtd-2d 2x on one thread (jacobi-2d and seidel-2d "
-        "gain almost 2x on two)",
+        "stencils) as wavefronts of blocks of 2x2 tiles, so that blocks run in parallel",
     )
     split: bool = Field(
         default=True,

@@ -332,8 +332,8 @@ def test_cli_switches_parse_into_options() -> None:
     assert options.opt_level == 3 and options.schedule
     assert not options_from_args(parse_args(["build", "k.c", "-O3", "--no-schedule"])).schedule
     assert options.tile and options.split and options.parallel
-    assert options.parallel_reductions and options.tile_sizes is None and not options.wavefront
-    assert options_from_args(parse_args(["build", "k.c", "-O3", "--wavefront"])).wavefront
+    assert options.parallel_reductions and options.tile_sizes is None and options.wavefront
+    assert not options_from_args(parse_args(["build", "k.c", "-O3", "--no-wavefront"])).wavefront
     options = options_from_args(
         parse_args(
             [

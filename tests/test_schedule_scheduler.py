@@ -26,6 +26,7 @@ from polyflow.schedule.scheduler import (
 )
 from polyflow.schedule.tiling import (
     SECOND_LEVEL_FACTOR,
+    WAVEFRONT_BLOCK,
     WAVEFRONT_MARK,
     band_tile_sizes,
     carries_dependence,
@@ -719,38 +720,50 @@ def _marks(schedule: isl.Schedule) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("kernel", ["seidel-2d", "jacobi-1d"])
-def test_stencil_tiles_become_a_wavefront_with_a_parallel_second_loop(kernel: str) -> None:
-    scop, deps, schedule = schedule_for(kernel)
-    options = Options(parallel=True, wavefront=True)
+def test_stencil_tiles_become_a_wavefront_of_blocks_with_a_parallel_second_loop() -> None:
+    scop, deps, schedule = schedule_for("seidel-2d")
+    options = Options(parallel=True)  # wavefronts are on by default
     result = tile_schedule(
         schedule, options=options, accesses=access_maps(scop), validity=deps.validity
     )
     assert _marks(result) == [WAVEFRONT_MARK]
     assert check_schedule_legal(result, deps.validity)
-    statement = scop.statements[0].name
-    wave, rest = band_of(result, statement, 0), band_of(result, statement, 1)
-    assert wave.band_n_member() == 1 and wave.band_get_permutable()
-    # The wavefront is the sum of the first two tile loops; the loop below it carries nothing.
-    tiles = band_of(tiled(kernel)[2], statement, 0)
-    first, second = member_affs(tiles, statement)[:2]
-    wavefront = isl.Map.from_aff(member_affs(wave, statement)[0])
-    assert wavefront.is_equal(isl.Map.from_aff(first.add(second)))
+    wave, blocks, tiles = (band_of(result, "S0", depth) for depth in range(3))
+    assert wave.band_n_member() == 1 and blocks.band_n_member() == 2
+    assert tiles.band_n_member() == 3 and wave.band_get_permutable()
+    # The wavefront is the sum of the first two loops over blocks of 2x2x2 tiles of 32, and the
+    # block loop below it carries no dependence; inside a block, tiles go in lexicographic order.
+    plain = member_affs(band_of(tiled("seidel-2d")[2], "S0", 0), "S0")
+    size = WAVEFRONT_BLOCK * 32
+    domain = scop.statements[0].domain
+    wavefront = isl.Map.from_aff(member_affs(wave, "S0")[0]).intersect_domain(domain)
+    tile_loops = [isl.Map.from_aff(aff).intersect_domain(domain) for aff in plain[:2]]
+    block_of = isl.Map(f"{{ [x] -> [{size} * floor(x / {size})] }}")
+    diagonal = tile_loops[0].apply_range(block_of).sum(tile_loops[1].apply_range(block_of))
+    assert wavefront.is_equal(diagonal)
     assert carries_dependence(wave, 0, deps.validity)
-    assert not carries_dependence(rest, 0, deps.validity)
-    # Sequential builds, the default options and calls without the dependences keep the plain
-    # tile order.
-    for plain in (
+    assert not carries_dependence(blocks, 0, deps.validity)
+    # Sequential builds, --no-wavefront and calls without the dependences keep the plain order.
+    for kept in (
         tile_schedule(schedule, options=Options(parallel=False), validity=deps.validity),
-        tile_schedule(schedule, options=Options(parallel=True), validity=deps.validity),
+        tile_schedule(schedule, options=Options(wavefront=False), validity=deps.validity),
         tile_schedule(schedule, options=options),
     ):
-        assert _marks(plain) == []
+        assert _marks(kept) == []
+
+
+def test_two_loop_stencils_get_no_wavefront() -> None:
+    # jacobi-1d's blocks would hold a few thousand points: less than a fork and join costs.
+    scop, deps, schedule = schedule_for("jacobi-1d")
+    result = tile_schedule(
+        schedule, options=Options(), accesses=access_maps(scop), validity=deps.validity
+    )
+    assert _marks(result) == []
 
 
 def test_bands_with_a_parallel_tile_loop_get_no_wavefront() -> None:
     _, deps, schedule = schedule_for("gemm")
-    options = Options(parallel=True, wavefront=True)
+    options = Options(parallel=True)
     result = tile_schedule(schedule, options=options, validity=deps.validity)
     assert _marks(result) == []
     assert result.plain_is_equal(tile_schedule(schedule, options=options))

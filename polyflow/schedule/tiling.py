@@ -20,11 +20,11 @@ result executes the same statement instances under the same dependences (permuta
       band) becomes the one along which the fewest accesses stride through memory, which usually
       makes it the loop LLVM vectorizes. Skewed bands are left in isl's order.
     * `options.tile` false: nothing is tiled; the point-loop reordering still applies.
-    * `options.parallel`, `options.wavefront` and `validity` given: a tile band none of whose
-      tile loops is parallel (time-tiled stencils, seidel-2d) becomes a wavefront
-      (`_wavefront`): its outer tile loop walks the anti-diagonals T0 + T1 of the first two tile
-      dimensions, and the second one, which then carries no dependence, is marked
-      `WAVEFRONT_MARK` for codegen.
+    * `options.parallel`, `options.wavefront` and `validity` given: a skewed tile band of 3 or
+      more loops none of which is parallel (time-tiled stencils, seidel-2d) becomes a wavefront
+      (`_wavefront`): blocks of `WAVEFRONT_BLOCK`² tiles (or the second-level tiles) run along
+      the anti-diagonals B0 + B1 of their first two dimensions, and the second one, which then
+      carries no dependence, is marked `WAVEFRONT_MARK` for codegen.
 
 Generated loops (what codegen sees): tile loops are scaled (the tile loop's value is the first
 point's coordinate, stepping by the tile size) and point loops are not shifted (they run over the
@@ -125,16 +125,17 @@ def _tile_subtree(
     if _is_permutable_band(node):
         sizes = _fitted_sizes(node, options=options, element_bytes=element_bytes)
         if options.tile and sizes is not None and not _has_divisibility_guards(node):
+            skewed = _member_iterators(node) is None
             node = node.band_tile(_multi_val(node, sizes))
             if options.tile_second_level:
                 outer = tuple(size * SECOND_LEVEL_FACTOR for size in sizes)
                 node = node.band_tile(_multi_val(node, outer)).child(0)
             # node: the (first-level) tile band; its child is the point band.
             node = _reorder_for_locality(node.child(0), strides).parent()
-            if options.parallel and options.wavefront and validity is not None:
-                node = _wavefront(node, validity)
             if options.tile_second_level:
                 node = node.parent()
+            if options.parallel and options.wavefront and skewed and validity is not None:
+                node = _wavefront(node, sizes, validity, coarsen=not options.tile_second_level)
             return node
         # Not worth tiling (or tiling is off): still put the contiguous loop innermost, then
         # look for tileable bands further down.
@@ -152,17 +153,38 @@ def _tile_subtree(
 
 # The mark above a wavefront's parallel tile loop (codegen tags that loop for parallelization).
 WAVEFRONT_MARK = "polyflow.wavefront"
+# A wavefront walks blocks of this many tiles per dimension (see `_wavefront`). Measured at
+# LARGE on 2 threads: single tiles (1) cost fdtd-2d 2x on one thread; 2 keeps the sequential
+# speed of fdtd-2d, jacobi-2d and seidel-2d and gains 1.2-1.7x on two threads; 4 gains less.
+WAVEFRONT_BLOCK = 2
+# Wavefronts are only for skewed bands (stencils: cholesky's, lu's or gramschmidt's unskewed
+# bands lost their parallel point loops to it) of at least 3 loops: a block of a 2-loop band
+# (jacobi-1d) holds a few thousand points, less work than sharing it out costs (4x slower).
+MIN_WAVEFRONT_DEPTH = 3
 
 
-def _wavefront(node: isl.ScheduleNode, validity: isl.UnionMap) -> isl.ScheduleNode:
-    """A permutable tile band whose every member carries a dependence, its first member replaced
-    by the sum of the first two, split after it, with `WAVEFRONT_MARK` above the rest. Every
-    dependence between tiles moves forward or stays in each member of a permutable band, so tiles
-    with the same sum are independent: the second member carries no dependence any more (checked
-    on `validity`). Other bands come back unchanged."""
+def _wavefront(
+    node: isl.ScheduleNode, sizes: Sequence[int], validity: isl.UnionMap, *, coarsen: bool
+) -> isl.ScheduleNode:
+    """A permutable tile band (of a skewed band, the caller checks) of at least
+    `MIN_WAVEFRONT_DEPTH` members, every one of which carries a dependence, run as a wavefront:
+    with
+    `coarsen`, tiled again into blocks of `WAVEFRONT_BLOCK` tiles per dimension (of `sizes`
+    points), and the outer band's first member replaced by the sum of its first two, split
+    after it, with `WAVEFRONT_MARK` above the rest. Every dependence between blocks moves
+    forward or stays in each member of a permutable band, so blocks with the same sum are
+    independent: the second member carries no dependence any more (checked on `validity`).
+    Blocks rather than tiles, because the tiles of one anti-diagonal lie far apart in memory:
+    inside a block, neighbouring tiles still reuse each other's halo (wavefronts of single
+    tiles made fdtd-2d 2x slower on one thread). Other bands come back unchanged."""
     n_member = node.band_n_member()
-    if n_member < 2 or not all(carries_dependence(node, m, validity) for m in range(n_member)):
+    if n_member < MIN_WAVEFRONT_DEPTH:
+        return node  # too little work in a block to share out
+    if not all(carries_dependence(node, m, validity) for m in range(n_member)):
         return node  # some tile loop is parallel already
+    if coarsen:
+        blocks = tuple(size * WAVEFRONT_BLOCK for size in sizes)
+        node = node.band_tile(_multi_val(node, blocks))
     partial = node.band_get_partial_schedule()
     diagonal = partial.set_at(0, partial.get_at(0).add(partial.get_at(1)))
     wavefront = node.delete().insert_partial_schedule(diagonal).band_set_permutable(1)
