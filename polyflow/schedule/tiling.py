@@ -168,9 +168,8 @@ def _wavefront(
 ) -> isl.ScheduleNode:
     """A permutable tile band (of a skewed band, the caller checks) of at least
     `MIN_WAVEFRONT_DEPTH` members, every one of which carries a dependence, run as a wavefront:
-    with
-    `coarsen`, tiled again into blocks of `WAVEFRONT_BLOCK` tiles per dimension (of `sizes`
-    points), and the outer band's first member replaced by the sum of its first two, split
+    with `coarsen`, tiled again into blocks of `WAVEFRONT_BLOCK` tiles per dimension (of
+    `sizes` points), and the outer band's first member replaced by the sum of its first two, split
     after it, with `WAVEFRONT_MARK` above the rest. Every dependence between blocks moves
     forward or stays in each member of a permutable band, so blocks with the same sum are
     independent: the second member carries no dependence any more (checked on `validity`).
