@@ -57,20 +57,29 @@ def _body_end(text: str, start: int) -> int | None:
     return None
 
 
-def normalized_assembly(
-    config: Config, source: Path, size: str, threads: int, timeout: float = 300.0
-) -> str | None:
+# Seconds one of the extra compilations here may take.
+COMPILE_TIMEOUT = 300.0
+
+
+def _compile(
+    config: Config, source: Path, output: Path, size: str, threads: int, extra: list[str]
+) -> subprocess.CompletedProcess[str] | None:
+    """`config`'s build command for `source`, not linked (`extra` says how far it goes: `-S`,
+    `-c`...) and with `extra` flags; None when it fails or cannot run."""
+    cmd = [arg for arg in config.command(source, output, size, threads) if arg != "-lm"] + extra
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc if proc.returncode == 0 else None
+
+
+def normalized_assembly(config: Config, source: Path, size: str, threads: int) -> str | None:
     """The assembly `config` (a C compiler) makes of `source`, without the lines that name the
     file or the compiler; None when it cannot be produced."""
     with tempfile.TemporaryDirectory(prefix="polyflow-bench-asm-") as tmp:
         asm = Path(tmp) / "kernel.s"
-        cmd = config.command(source, asm, size, threads)
-        cmd = [arg for arg in cmd if arg != "-lm"] + ["-S"]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        if proc.returncode != 0 or not asm.is_file():
+        if _compile(config, source, asm, size, threads, ["-S"]) is None or not asm.is_file():
             return None
         lines = asm.read_text().splitlines()
     return "\n".join(line for line in lines if not line.lstrip().startswith((".file", ".ident")))
@@ -117,18 +126,14 @@ _PARALLELIZED = re.compile(r":(\d+):\d+: optimized: parallelizing (?:outer|inner
 
 
 def gcc_parallelized_lines(
-    config: Config, source: Path, size: str, threads: int, timeout: float = 300.0
+    config: Config, source: Path, size: str, threads: int
 ) -> list[int] | None:
     """The source lines of the loops GCC's auto-parallelizer parallelizes in `source`, built as
     `config` builds it; None when GCC cannot say."""
     with tempfile.TemporaryDirectory(prefix="polyflow-bench-parloops-") as tmp:
-        cmd = config.command(source, Path(tmp) / "kernel.o", size, threads)
-        cmd = [arg for arg in cmd if arg != "-lm"] + ["-c", "-fopt-info-loop-optimized"]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-    if proc.returncode != 0:
+        flags = ["-c", "-fopt-info-loop-optimized"]
+        proc = _compile(config, source, Path(tmp) / "kernel.o", size, threads, flags)
+    if proc is None:
         return None
     return [int(m.group(1)) for m in _PARALLELIZED.finditer(proc.stderr)]
 

@@ -43,7 +43,7 @@ Options:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -139,16 +139,25 @@ def _wavefront_parallel(loop: ir.Operation) -> bool:
     call inside, whose effects isl did not model."""
     if WAVEFRONT_PARALLEL_ATTR not in loop.attributes:
         return False
-    calls: list[ir.Operation] = []
+    return not _contains(loop, lambda op: op.name in _CALL_OPS)
 
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name in ("func.call", "func.call_indirect", "llvm.call"):
-            calls.append(op)
+
+_CALL_OPS = frozenset({"func.call", "func.call_indirect", "llvm.call"})
+
+
+def _contains(op: ir.Operation, wanted: Callable[[ir.Operation], bool]) -> bool:
+    """Whether `op`, or an op nested in it, is `wanted`."""
+    found = False
+
+    def visit(inner: ir.Operation) -> ir.WalkResult:
+        nonlocal found
+        if wanted(inner):
+            found = True
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
 
-    loop.walk(visit)
-    return not calls
+    op.walk(visit)
+    return found
 
 
 def _too_many_fork_joins(loop: ir.Operation, fn: ir.Operation) -> bool:
@@ -182,17 +191,10 @@ def _touches_else_region(loop: ir.Operation, fn: ir.Operation) -> bool:
                 return True
         child = parent.operation
         parent = parent.parent
-    found = False
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        nonlocal found
-        if op.name == "affine.if" and len(op.regions) > 1 and len(op.regions[1].blocks) > 0:
-            found = True
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    loop.walk(visit)
-    return found
+    return _contains(
+        loop,
+        lambda op: op.name == "affine.if" and len(op.regions) > 1 and len(op.regions[1].blocks) > 0,
+    )
 
 
 def _constant_bound(attr: ir.Attribute, pick: Any) -> int | None:
@@ -230,6 +232,7 @@ def bounded_trip_count(loop: ir.Operation) -> int | None:
         {value: _SAMPLE_VALUES[(k * 7 + n) % 11] for k, value in enumerate(operands)}
         for n in range(4)
     ]
+    step = ir.IntegerAttr(loop.attributes["step"]).value
     best: int | None = None
     for upper in upper_map.results:
         for lower in lower_map.results:
@@ -240,7 +243,6 @@ def bounded_trip_count(loop: ir.Operation) -> int | None:
             }
             if len(extents) == 1:
                 extent = extents.pop()
-                step = ir.IntegerAttr(loop.attributes["step"]).value
                 trips = max(0, -(-extent // step))
                 best = trips if best is None else min(best, trips)
     return best
@@ -250,9 +252,7 @@ def bounded_work(loop: ir.Operation) -> int | None:
     """An upper bound on the innermost iterations one run of `loop` executes (its bounded trip
     count times the work of the loops in its body, siblings added), None when some loop in it
     has no bounded trip count."""
-    trips = constant_trip_count(loop)
-    if trips is None:
-        trips = bounded_trip_count(loop)
+    trips = bounded_trip_count(loop)  # constant bounds included
     if trips is None:
         return None
     body = 0
