@@ -24,7 +24,7 @@ import polyflow
 from bench_polybench import HARNESS_DIR, KERNELS_DIR
 from polyflow.backend.toolchain import openmp_library_dir
 from polyflow.cli import options_from_args, parse_args
-from polyflow.schedule.parallelize import bounded_trip_count, bounded_work
+from polyflow.schedule.parallelize import bounded_trip_count, bounded_work, choose_parallel_loops
 
 pytestmark = pytest.mark.skipif(
     openmp_library_dir() is None, reason="the intel-openmp wheel (libiomp5) is not installed"
@@ -268,7 +268,7 @@ def _fake_scheduling(monkeypatch: pytest.MonkeyPatch, **overrides: Any) -> None:
         "check_schedule_legal": lambda schedule, validity: True,
         "tile_schedule": lambda schedule, *, options, accesses, validity: schedule,
         "describe_schedule": str,
-        "generate": lambda region, scop, schedule: None,
+        "generate": lambda region, scop, schedule, dependences: None,
     }
     for name, value in {**steps, **overrides}.items():
         monkeypatch.setattr(stage, name, value)
@@ -296,7 +296,7 @@ def test_stage_records_schedule_trees(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_failing_code_generation_keeps_the_raised_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(region: object, scop: object, schedule: object) -> None:
+    def broken(region: object, scop: object, schedule: object, dependences: object) -> None:
         raise RuntimeError("codegen bug")
 
     _fake_scheduling(monkeypatch, generate=broken)
@@ -396,3 +396,34 @@ def test_bounded_work_sees_through_tile_bounds() -> None:
         assert bounded_trip_count(point) == 32  # %t to min(%t + 32, %n)
         assert bounded_trip_count(inner) == 3  # 8 values, step 3
         assert bounded_work(point) == 96 and bounded_work(tile) is None
+
+
+# A row loop that upstream's analysis sees carrying A[i - 1] but that claims to be independent
+# (as isl's mark would), around a column loop: only the selection logic is under test here.
+CLAIMED_INDEPENDENT = """
+func.func @f(%A: memref<64x64xf64>) {
+  affine.for %i = 1 to 64 {
+    affine.for %r = 0 to REPEAT {
+      affine.for %j = 0 to 64 {
+        %v = affine.load %A[%i - 1, %j] : memref<64x64xf64>
+        affine.store %v, %A[%i, %j] : memref<64x64xf64>
+      }
+    }
+  } {polyflow.independent}
+  return
+}
+"""
+
+
+@pytest.mark.parametrize(("repeat", "outer_chosen"), [(1, True), (100, False)])
+def test_isl_independent_loops_only_replace_parallel_loops_inside_them(
+    repeat: int, outer_chosen: bool
+) -> None:
+    # With 63 x 1 outer iterations the column loop may fork: the marked row loop takes its
+    # place. With 63 x 100 it may not, and then the marked loop adds no parallelism either.
+    with ir.Context():
+        module = ir.Module.parse(CLAIMED_INDEPENDENT.replace("REPEAT", str(repeat)))
+        fn = module.body.operations[0].operation
+        rows = fn.regions[0].blocks[0].operations[0].operation
+        chosen = choose_parallel_loops(fn, parallel_reductions=True, min_trip=8)
+        assert [loop for loop, _ in chosen] == ([rows] if outer_chosen else [])

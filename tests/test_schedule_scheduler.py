@@ -235,8 +235,30 @@ def filter_3x3() -> Scop:
     )  # fmt: skip
 
 
+def gramschmidt_update() -> Scop:
+    # for k: { for i: Q[i][k] = A[i][k];
+    #          for j in k+1..N: { for i: R[k][j] += Q[i][k] * A[i][j];
+    #                             for i: A[i][j] -= Q[i][k] * R[k][j] } }
+    update = "[k, j, i] : 0 <= k < j < N and 0 <= i < M"
+    return make_scop(
+        "N, M",
+        "N >= 2 and M >= 1",
+        [
+            ("S0", "[k, i] : 0 <= k < N and 0 <= i < M", "[k, i] -> [0, k, 0, i, 0]",
+             ["[k, i] -> A[i, k]"], ["[k, i] -> Q[i, k]"]),
+            ("S1", update, "[k, j, i] -> [0, k, 1, j, 0, i, 0]",
+             ["[k, j, i] -> R[k, j]", "[k, j, i] -> Q[i, k]", "[k, j, i] -> A[i, j]"],
+             ["[k, j, i] -> R[k, j]"]),
+            ("S2", update, "[k, j, i] -> [0, k, 1, j, 1, i, 0]",
+             ["[k, j, i] -> A[i, j]", "[k, j, i] -> Q[i, k]", "[k, j, i] -> R[k, j]"],
+             ["[k, j, i] -> A[i, j]"]),
+        ],
+    )  # fmt: skip
+
+
 KERNELS = {
     "gemm": gemm,
+    "gramschmidt-update": gramschmidt_update,
     "2mm": two_mm,
     "jacobi-1d": jacobi_1d,
     "seidel-2d": seidel_2d,
@@ -767,3 +789,115 @@ def test_bands_with_a_parallel_tile_loop_get_no_wavefront() -> None:
     result = tile_schedule(schedule, options=options, validity=deps.validity)
     assert _marks(result) == []
     assert result.plain_is_equal(tile_schedule(schedule, options=options))
+
+
+# ----- sinking a strided point loop
+
+
+def _iterators_on_path(schedule: isl.Schedule, statement: str) -> list[int | None]:
+    """For each band on the path to `statement`, the iterator its last member follows."""
+    found: list[int | None] = []
+    for band in bands(schedule):
+        if not any(s.get_tuple_name() == statement for s in _sets(band.get_domain())):
+            continue
+        last = member_affs(band, statement)[-1]
+        used = [
+            d
+            for d in range(last.dim(isl.dim_type.in_))
+            if not last.get_coefficient_val(isl.dim_type.in_, d).is_zero()
+        ]
+        found.append(used[0] if len(used) == 1 else None)
+    return found
+
+
+def test_a_strided_point_loop_moves_below_the_statements_loops() -> None:
+    # isl fuses the column loop j of both updates into the (k, j) band, leaving each statement a
+    # row loop i of its own, innermost, that strides down a column of A. Inside each tile, j
+    # moves below the i loops: rows are then walked contiguously.
+    scop, deps, schedule = schedule_for("gramschmidt-update")
+    untiled = tile_schedule(schedule, options=Options(tile=False))
+    for statement in ("S1", "S2"):
+        assert _iterators_on_path(untiled, statement)[-1] == 2  # i innermost
+    result = tile_schedule(
+        schedule, options=Options(), accesses=access_maps(scop), validity=deps.validity
+    )
+    assert check_schedule_legal(result, deps.validity)
+    for statement in ("S1", "S2"):
+        assert _iterators_on_path(result, statement)[-2:] == [2, 1]  # i, then j innermost
+    # Without the dependences to check against, nothing moves.
+    kept = tile_schedule(schedule, options=Options(), accesses=access_maps(scop))
+    for statement in ("S1", "S2"):
+        assert _iterators_on_path(kept, statement)[-1] == 2
+
+
+@pytest.mark.parametrize(("column", "moves"), [("j", True), ("j + 1", False)])
+def test_a_point_loop_moves_only_where_every_dependence_still_goes_forward(
+    column: str, moves: bool
+) -> None:
+    # S0 updates A[i][j] and S1 reads A[i][column]; both under a permutable (t, j) band, each
+    # with its own row loop i. Moving j below the row loops runs all of a row's S0 before its
+    # S1: fine when S1 reads the column S0 just wrote, wrong when it reads the next one (S1 at
+    # column j must see A[i][j + 1] before S0 at column j + 1 updates it).
+    from polyflow.schedule.tiling import _AccessStrides, _sink_strided_member
+
+    scop = make_scop(
+        "N",
+        "N >= 2",
+        [
+            ("S0", "[t, j, i] : 0 <= t, j, i < N", "[t, j, i] -> [0, t, 0, j, 0, i, 0]",
+             ["[t, j, i] -> A[i, j]"], ["[t, j, i] -> A[i, j]"]),
+            ("S1", "[t, j, i] : 0 <= t, i < N and 0 <= j < N - 1",
+             "[t, j, i] -> [0, t, 0, j, 1, i, 0]",
+             [f"[t, j, i] -> A[i, {column}]"], ["[t, j, i] -> B[i, j]"]),
+        ],
+    )  # fmt: skip
+    deps = compute_deps(scop)
+    both = "S0[t, j, i] -> [({0})]; S1[t, j, i] -> [({0})]"
+    tree = isl.Schedule(
+        "\n".join(
+            [
+                'domain: "[N] -> { S0[t, j, i] : 0 <= t, j, i < N; '
+                'S1[t, j, i] : 0 <= t, i < N and 0 <= j < N - 1 }"',
+                "child:",
+                f'  schedule: "[N] -> [{{ {both.format("t")} }}, {{ {both.format("j")} }}]"',
+                "  permutable: 1",
+                "  child:",
+                "    sequence:",
+                '    - filter: "[N] -> { S0[t, j, i] }"',
+                "      child:",
+                '        schedule: "[N] -> [{ S0[t, j, i] -> [(i)] }]"',
+                '    - filter: "[N] -> { S1[t, j, i] }"',
+                "      child:",
+                '        schedule: "[N] -> [{ S1[t, j, i] -> [(i)] }]"',
+            ]
+        )
+    )
+    assert check_schedule_legal(tree, deps.validity)
+    band = tree.get_root().child(0)
+    result = _sink_strided_member(band, _AccessStrides(access_maps(scop)), deps.validity)
+    schedule = result.get_schedule()
+    assert check_schedule_legal(schedule, deps.validity)
+    if moves:
+        for statement in ("S0", "S1"):
+            assert _iterators_on_path(schedule, statement) == [0, 2, 1]  # t, i, then j
+    else:
+        assert schedule.plain_is_equal(tree)
+
+
+# ----- loops isl shows independent
+
+
+def test_ast_loops_are_marked_independent_from_the_dependences() -> None:
+    from polyflow.schedule import isl_helpers as ih
+
+    scop, deps, _ = schedule_for("jacobi-1d")
+    tree = ih.build_ast(scop.context, original_schedule(scop), dependences=deps.validity)
+    time_loop = tree
+    assert isinstance(time_loop, ih.AstFor) and not time_loop.independent
+    assert isinstance(time_loop.body, ih.AstBlock)
+    space_loops = time_loop.body.children
+    assert all(isinstance(loop, ih.AstFor) and loop.independent for loop in space_loops)
+    # Without the dependences, nothing is marked.
+    plain = ih.build_ast(scop.context, original_schedule(scop))
+    assert isinstance(plain, ih.AstFor) and isinstance(plain.body, ih.AstBlock)
+    assert not any(isinstance(loop, ih.AstFor) and loop.independent for loop in plain.body.children)

@@ -36,7 +36,9 @@ from .dependences import compute_dependences
 from .model import Scop, extract_scops
 from .scheduler import (
     MAX_SKEWED_BAND,
+    MIN_SKEWED_FOOTPRINT,
     check_schedule_legal,
+    data_footprint,
     deepest_skewed_band,
     schedule_scop,
 )
@@ -121,10 +123,18 @@ def reschedule_function(fn: ir.Operation, options: Options, notes: list[str]) ->
             if not check_schedule_legal(schedule, deps.validity):
                 notes.append(f"{where}: the schedule violates a dependence; source order kept")
                 continue
-            if deepest_skewed_band(schedule) > MAX_SKEWED_BAND:
+            skew_depth = deepest_skewed_band(schedule)
+            if skew_depth > MAX_SKEWED_BAND:
                 notes.append(
                     f"{where}: source order kept: a skewed band deeper than "
                     f"{MAX_SKEWED_BAND} loops does not pay off"
+                )
+                continue
+            footprint = data_footprint(scop) if skew_depth else None
+            if footprint is not None and footprint <= MIN_SKEWED_FOOTPRINT:
+                notes.append(
+                    f"{where}: source order kept: a skewed band does not pay off on "
+                    f"{footprint} bytes of data, which stay in cache anyway"
                 )
                 continue
             tiled = tile_schedule(
@@ -141,7 +151,7 @@ def reschedule_function(fn: ir.Operation, options: Options, notes: list[str]) ->
             notes.append(f"{where}: source order kept: {_describe(exc)}")
             continue
         try:
-            generate(region, scop, schedule)
+            generate(region, scop, schedule, deps.validity)
         except CodegenError as exc:
             # codegen's own refusal leaves the region as it was: only this scop keeps its code
             notes.append(f"{where}: source order kept: {_describe(exc)}")

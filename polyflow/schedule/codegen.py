@@ -14,7 +14,7 @@ own ops).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import islpy as isl
@@ -23,7 +23,7 @@ from mlir.dialects import affine
 
 from . import isl_helpers as ih
 from .model import Scop, ScopRegion, StatementOps
-from .parallelize import WAVEFRONT_PARALLEL_ATTR
+from .parallelize import INDEPENDENT_ATTR, WAVEFRONT_ATTR
 from .tiling import WAVEFRONT_MARK
 
 Want = Literal["min", "max"]
@@ -152,7 +152,7 @@ def lift_selects(node: ih.AstNode) -> ih.AstNode:
         branches = [_replace_in(node, select, v) for v in (select.then, select.else_)]
         return lift_selects(ih.AstIf(select.cond, branches[0], branches[1]))
     if isinstance(node, ih.AstFor):
-        return ih.AstFor(node.iterator, node.init, node.cond, node.step, lift_selects(node.body))
+        return replace(node, body=lift_selects(node.body))
     if isinstance(node, ih.AstIf):
         else_ = lift_selects(node.else_) if node.else_ is not None else None
         return ih.AstIf(node.cond, lift_selects(node.then), else_)
@@ -162,12 +162,10 @@ def lift_selects(node: ih.AstNode) -> ih.AstNode:
 def _replace_in(node: ih.AstNode, target: ih.Select, value: ih.Expr) -> ih.AstNode:
     """`node` with `target` replaced by `value` in its own expressions (not its children's)."""
     if isinstance(node, ih.AstFor):
-        return ih.AstFor(
-            node.iterator,
-            _subst_expr(node.init, target, value),
-            _subst_cond(node.cond, target, value),
-            node.step,
-            node.body,
+        return replace(
+            node,
+            init=_subst_expr(node.init, target, value),
+            cond=_subst_cond(node.cond, target, value),
         )
     if isinstance(node, ih.AstIf):
         return ih.AstIf(_subst_cond(node.cond, target, value), node.then, node.else_)
@@ -294,8 +292,8 @@ class _Emitter:
             name: _Leaf(value, _is_top_level(value, fn)) for name, value in region.params.items()
         }
         self.fallback_loc = region.ops[0].location
-        # Inside a WAVEFRONT_MARK, above its first loops: those carry no dependence (tiling.py).
-        self._wavefront_loops = False
+        # Inside a WAVEFRONT_MARK, above its first loop: the wavefront's parallel one.
+        self._wavefront = False
 
     # maps over AST names ------------------------------------------------------------------
 
@@ -331,9 +329,9 @@ class _Emitter:
             for child in node.children:
                 self.node(child, ip, env)
         elif isinstance(node, ih.AstMark):
-            saved, self._wavefront_loops = self._wavefront_loops, node.mark == WAVEFRONT_MARK
+            saved, self._wavefront = self._wavefront, node.mark == WAVEFRONT_MARK
             self.node(node.child, ip, env)
-            self._wavefront_loops = saved
+            self._wavefront = saved
         elif isinstance(node, ih.AstFor):
             self._for(node, ip, env)
         elif isinstance(node, ih.AstIf):
@@ -358,11 +356,13 @@ class _Emitter:
             )
         end = affine.AffineYieldOp([], loc=loop.location, ip=ir.InsertionPoint(loop.body))
         inner = {**env, node.iterator: _Leaf(loop.induction_variable, False)}
-        wavefront, self._wavefront_loops = self._wavefront_loops, False
+        if node.independent:
+            loop.operation.attributes[INDEPENDENT_ATTR] = ir.UnitAttr.get()
+        wavefront, self._wavefront = self._wavefront, False
         if wavefront:
-            loop.operation.attributes[WAVEFRONT_PARALLEL_ATTR] = ir.UnitAttr.get()
+            loop.operation.attributes[WAVEFRONT_ATTR] = ir.UnitAttr.get()
         self.node(node.body, ir.InsertionPoint(end), inner)
-        self._wavefront_loops = wavefront
+        self._wavefront = wavefront
 
     def _if(
         self,
@@ -497,11 +497,18 @@ def _after(op: ir.Operation) -> ir.Operation:
     return ops[index + 1]
 
 
-def generate(region: ScopRegion, scop: Scop, schedule: isl.Schedule) -> None:
+def generate(
+    region: ScopRegion,
+    scop: Scop,
+    schedule: isl.Schedule,
+    dependences: isl.UnionMap | None = None,
+) -> None:
     """Replace `region`'s ops by code running `scop`'s statements in the order of `schedule`
-    (module docstring). Raises `CodegenError` and leaves the region as it was when that fails."""
+    (module docstring); with `dependences` (all of the scop's), loops that carry none of them
+    get `INDEPENDENT_ATTR`. Raises `CodegenError` and leaves the region as it was when that
+    fails."""
     try:
-        tree = lift_selects(ih.build_ast(scop.context, schedule))
+        tree = lift_selects(ih.build_ast(scop.context, schedule, dependences=dependences))
     except (isl.Error, ih.AstUnsupported) as exc:
         raise CodegenError(f"isl could not build the AST: {exc}") from exc
     problem = _escaping_use(region)

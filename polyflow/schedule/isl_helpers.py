@@ -396,6 +396,8 @@ class AstFor:
     cond: Cond
     step: int
     body: AstNode
+    # isl showed that no dependence is carried by this loop (see `build_ast`).
+    independent: bool = False
 
 
 @dataclass(frozen=True)
@@ -440,20 +442,81 @@ AST_MAX_OPERATIONS = 2_000_000
 
 
 def build_ast(
-    context: isl.Set, schedule: isl.Schedule, *, max_operations: int = AST_MAX_OPERATIONS
+    context: isl.Set,
+    schedule: isl.Schedule,
+    *,
+    max_operations: int = AST_MAX_OPERATIONS,
+    dependences: isl.UnionMap | None = None,
 ) -> AstNode:
     """isl's AST for `schedule` (under what `context` says of the parameters), as plain values;
-    isl.Error when isl needs more than `max_operations` operations (0: unbounded)."""
+    isl.Error when isl needs more than `max_operations` operations (0: unbounded). With
+    `dependences` (all of them, between instances of `schedule`'s domain), each loop that
+    carries none of them is marked `independent`."""
     ctx = context.get_ctx()
     saved = ctx.get_max_operations()
     ctx.set_max_operations(max_operations)
     ctx.reset_operations()
     try:
         build = isl.AstBuild.from_context(context)
+        if dependences is not None:
+            checker = _IndependenceCheck(dependences)
+
+            def annotate(loop_build: isl.AstBuild) -> isl.Id:
+                # An exception must not cross back into isl (it corrupts its state): any
+                # failure counts as carrying a dependence.
+                try:
+                    independent = checker.carries_none(loop_build.get_schedule())
+                except Exception:
+                    independent = False
+                return isl.Id(_INDEPENDENT if independent else _CARRIES, context=ctx)
+
+            build, _lifetime = build.set_before_each_for(annotate)
+            return _node(build.node_from_schedule(schedule))
         return _node(build.node_from_schedule(schedule))
     finally:
         ctx.set_max_operations(saved)
         ctx.reset_operations()
+
+
+_INDEPENDENT = "independent"
+_CARRIES = "carries"
+
+
+class _IndependenceCheck:
+    """Which loops of an AST being built carry none of `dependences`. The checks run in a
+    context of their own, so that their isl operations neither count against nor exhaust the
+    AST build's budget; each check has `INDEPENDENCE_MAX_OPERATIONS` (past it: it carries)."""
+
+    def __init__(self, dependences: isl.UnionMap) -> None:
+        self._ctx = isl.Context()
+        self._ctx.set_max_operations(INDEPENDENCE_MAX_OPERATIONS)
+        self._dependences = isl.UnionMap.read_from_str(self._ctx, str(dependences))
+
+    def carries_none(self, loop_schedule: isl.UnionMap) -> bool:
+        """Whether the loop whose build has `loop_schedule` (domain instances → outer loops and
+        this one, as the AST generator sees them) runs any two dependent instances with equal
+        outer loop values in the same iteration."""
+        self._ctx.reset_operations()
+        schedule = isl.UnionMap.read_from_str(self._ctx, str(loop_schedule))
+        maps = maps_of(schedule)
+        if not maps:
+            return True
+        depth = maps[0].dim(isl.dim_type.out) - 1
+        instances = schedule.domain()
+        deps = self._dependences.intersect_domain(instances).intersect_range(instances)
+        if deps.is_empty():
+            return True
+        times = deps.apply_domain(schedule).apply_range(schedule)
+        for deltas in sets_of(times.deltas()):
+            for pos in range(depth):
+                deltas = deltas.fix_dim_si(pos, 0)
+            if not deltas.is_subset(deltas.fix_dim_si(depth, 0)):
+                return False
+        return True
+
+
+# isl operations one loop's independence check may take (see `_IndependenceCheck`).
+INDEPENDENCE_MAX_OPERATIONS = 1_000_000
 
 
 def ast_text(context: isl.Set, schedule: isl.Schedule) -> str:
@@ -478,12 +541,17 @@ def _node(node: isl.AstNode) -> AstNode:
         step = _expr(node.for_get_inc())
         if not isinstance(step, Const) or step.value <= 0:
             raise AstUnsupported(f"loop step {step} is not a positive constant")
+        try:
+            annotation = node.get_annotation()
+        except isl.Error:  # no annotation: built without dependences
+            annotation = None
         return AstFor(
             iterator.name,
             _expr(node.for_get_init()),
             _cond(node.for_get_cond()),
             step.value,
             _node(node.for_get_body()),
+            independent=annotation is not None and annotation.get_name() == _INDEPENDENT,
         )
     if kind == _IF_NODE:
         else_ = _node(node.if_get_else_node()) if node.if_has_else_node() else None

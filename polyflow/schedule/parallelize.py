@@ -52,10 +52,12 @@ from mlir.dialects import affine
 from mlir.passmanager import PassManager
 
 REDUCTIONS_ATTR = "polyflow.reductions"
-# On the parallel tile loop of a wavefront (tiling.py): isl checked that it carries no
-# dependence, which upstream's analysis cannot see through its tile bounds (strides over
-# max/min bounds); it stands in for that analysis when the loop calls nothing.
-WAVEFRONT_PARALLEL_ATTR = "polyflow.wavefront_parallel"
+# On loops that isl showed to carry no dependence of their scop (codegen.py): upstream's
+# analysis cannot see that through tile bounds (strides over max/min bounds: tile loops, a
+# wavefront's parallel loop); the mark stands in for that analysis when the loop calls nothing.
+INDEPENDENT_ATTR = "polyflow.independent"
+# On a wavefront's parallel tile loop (tiling.py made it to run in parallel).
+WAVEFRONT_ATTR = "polyflow.wavefront"
 
 # arith op → (reduction family, whether the chained value must be its left operand)
 _CHAIN_OPS = {
@@ -134,10 +136,10 @@ MAX_INNER_FORK_JOINS = 64
 MIN_PARALLEL_WORK = 8192
 
 
-def _wavefront_parallel(loop: ir.Operation) -> bool:
-    """Whether `loop` is a wavefront's parallel tile loop (see WAVEFRONT_PARALLEL_ATTR) with no
+def _isl_independent(loop: ir.Operation) -> bool:
+    """Whether isl showed that `loop` carries no dependence (see INDEPENDENT_ATTR) and it has no
     call inside, whose effects isl did not model."""
-    if WAVEFRONT_PARALLEL_ATTR not in loop.attributes:
+    if INDEPENDENT_ATTR not in loop.attributes:
         return False
     return not _contains(loop, lambda op: op.name in _CALL_OPS)
 
@@ -532,11 +534,44 @@ def choose_parallel_loops(
     fn: ir.Operation, *, parallel_reductions: bool, min_trip: int
 ) -> list[tuple[ir.Operation, list[Reduction]]]:
     """The loops of `fn` to make parallel, outermost first, with their reductions (see the
-    module docstring); the chosen loops are never nested in each other."""
+    module docstring); the chosen loops are never nested in each other.
+
+    A loop only isl showed independent (`INDEPENDENT_ATTR`; upstream's analysis did not) is
+    chosen only on a wavefront (`WAVEFRONT_ATTR`) or in place of loops chosen inside it without
+    that mark: it moves parallelism outwards (gramschmidt's column tiles instead of a row loop forked 20 000 times), but does
+    not add it where there was none (lu's and cholesky's column tiles, a few per fork at the
+    end of their triangles, ran slower on 2 threads than lu's sequential tiles)."""
     loops = list(_loops(fn))
     oracle = memory_parallel_loops(fn)
     if len(oracle) != len(loops):
         raise RuntimeError("the dependence oracle's copy lost track of the loops")
+    plain = _choose(
+        fn, loops, oracle, trust_isl=False, floats=parallel_reductions, min_trip=min_trip
+    )
+    hoisted = _choose(
+        fn, loops, oracle, trust_isl=True, floats=parallel_reductions, min_trip=min_trip
+    )
+    independent = {loop for loop, free in zip(loops, oracle, strict=True) if free}
+    return [
+        (loop, reductions)
+        for loop, reductions in hoisted
+        if loop in independent
+        or WAVEFRONT_ATTR in loop.attributes
+        or any(_within(inner, loop) for inner, _ in plain)
+    ]
+
+
+def _choose(
+    fn: ir.Operation,
+    loops: list[ir.Operation],
+    oracle: list[bool],
+    *,
+    trust_isl: bool,
+    floats: bool,
+    min_trip: int,
+) -> list[tuple[ir.Operation, list[Reduction]]]:
+    """The outermost loops meeting the module docstring's conditions, with their reductions;
+    with `trust_isl`, isl's `INDEPENDENT_ATTR` stands in for the oracle's verdict."""
     chosen: list[tuple[ir.Operation, list[Reduction]]] = []
     blocked: list[ir.Operation] = []  # chosen loops and existing affine.parallel ops
     for loop, independent in zip(loops, oracle, strict=True):
@@ -545,7 +580,7 @@ def choose_parallel_loops(
         if loop.name == "affine.parallel":
             blocked.append(loop)
             continue
-        if not (independent or _wavefront_parallel(loop)):
+        if not (independent or (trust_isl and _isl_independent(loop))):
             continue
         trip = constant_trip_count(loop)
         if trip is not None and trip < min_trip:
@@ -560,7 +595,7 @@ def choose_parallel_loops(
         work = bounded_work(loop)
         if work is not None and work < MIN_PARALLEL_WORK and _too_many_fork_joins(loop, fn):
             continue  # a tile's point loops under tile loops: lu forked 60 000 times for 32²
-        reductions = loop_reductions(loop, floats=parallel_reductions)
+        reductions = loop_reductions(loop, floats=floats)
         if reductions is None or _aliasing_conflict(loop, fn):
             continue
         chosen.append((loop, reductions))

@@ -236,6 +236,25 @@ def original_schedule(scop: Scop) -> isl.Schedule:
 # skewed 4-deep band ran 5x slower than its source order at LARGE size, tiled or not, while the
 # 3-deep skewed bands of fdtd-2d, seidel-2d and jacobi-2d pay off.
 MAX_SKEWED_BAND = 3
+# Nor is any skewed band when every array the scop touches has a known size and together they
+# fit in this many bytes (counted at 8 per element, the widest scalar): time tiling buys locality
+# that such data has anyway, and costs the vectorization of the source order (jacobi-1d at LARGE,
+# two arrays of 16 KiB, ran at 0.45x gcc skewed and tiled).
+MIN_SKEWED_FOOTPRINT = 256 * 1024
+
+
+def data_footprint(scop: Scop) -> int | None:
+    """The bytes of all arrays `scop` accesses, at 8 per element; None when one's size is not
+    known."""
+    total = 0
+    for shape in scop.arrays.values():
+        if any(extent < 0 for extent in shape):
+            return None
+        elements = 1
+        for extent in shape:
+            elements *= extent
+        total += 8 * elements
+    return total
 
 
 def deepest_skewed_band(schedule: isl.Schedule) -> int:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 import islpy as isl
 
 from .isl_helpers import maps_of, sets_of
+from .scheduler import check_schedule_legal
 
 if TYPE_CHECKING:
     from polyflow.options import Options
@@ -131,7 +132,8 @@ def _tile_subtree(
                 outer = tuple(size * SECOND_LEVEL_FACTOR for size in sizes)
                 node = node.band_tile(_multi_val(node, outer)).child(0)
             # node: the (first-level) tile band; its child is the point band.
-            node = _reorder_for_locality(node.child(0), strides).parent()
+            node = _reorder_for_locality(node.child(0), strides)
+            node = _sink_strided_member(node, strides, validity).parent()
             if options.tile_second_level:
                 node = node.parent()
             if options.parallel and options.wavefront and skewed and validity is not None:
@@ -357,6 +359,97 @@ def _reorder_for_locality(
         return node
     order = [member for member in range(n_member) if member != best] + [best]
     return _permute_band(node, order)
+
+
+def _sink_strided_member(
+    node: isl.ScheduleNode, strides: _AccessStrides | None, validity: isl.UnionMap | None
+) -> isl.ScheduleNode:
+    """A point band whose innermost member walks memory contiguously for statements below a
+    sequence (or set) under it, while their own innermost loops stride, with that member moved
+    below those loops (gramschmidt: `for j { for i A[i][j] }` becomes `for i { for j A[i][j] }`
+    inside each tile); elsewhere under the sequence it goes right above what was below it. Kept
+    only when every dependence still goes forward (checked on `validity`); returns the node at
+    `node`'s position (the sequence when the band had one member)."""
+    if strides is None or validity is None or not _is_permutable_band(node):
+        return node
+    if node.child(0).get_type() not in _BRANCHES:
+        return node
+    iterators = _member_iterators(node)
+    if iterators is None:
+        return node
+    last = node.band_n_member() - 1
+    # Statements for which the member only repeats an outer member's iterator (it is constant
+    # inside the tile) gain nothing from moving it.
+    moving: dict[str, int] = {}
+    for statement, members in iterators.items():
+        iterator = members[last]
+        if iterator is not None and iterator not in members[:last]:
+            moving[statement] = iterator
+    if not _sinks_somewhere(node.child(0), moving, strides):
+        return node
+    member = node.band_get_partial_schedule().get_at(last)
+    depth = node.get_tree_depth()
+    branch = (node.band_split(last).child(0) if last > 0 else node).delete()
+    branch = _insert_member(branch, member, moving, strides)
+    if not check_schedule_legal(branch.get_schedule(), validity):
+        return node
+    return branch.ancestor(branch.get_tree_depth() - depth) if last > 0 else branch
+
+
+_BRANCHES = (isl.schedule_node_type.sequence, isl.schedule_node_type.set)
+
+
+def _sinks_somewhere(
+    node: isl.ScheduleNode, moving: dict[str, int], strides: _AccessStrides
+) -> bool:
+    """Whether some single-loop band reached through sequences, sets and filters from `node`
+    would gain from getting the moving member below it (see `_gains`)."""
+    if node.get_type() in _BRANCHES:
+        return any(
+            _sinks_somewhere(node.child(pos).child(0), moving, strides)
+            for pos in range(node.n_children())
+        )
+    return _gains(node, moving, strides)
+
+
+def _gains(node: isl.ScheduleNode, moving: dict[str, int], strides: _AccessStrides) -> bool:
+    """Whether `node` is a single-loop band along which some statement strides through memory
+    more than it would along its `moving` iterator, which walks it contiguously."""
+    if node.get_type() != isl.schedule_node_type.band or node.band_n_member() != 1:
+        return False
+    inner = _member_iterators(node)
+    if inner is None:
+        return False
+    for statement, (own,) in inner.items():
+        outer = moving.get(statement)
+        if own is None or outer is None:
+            continue
+        own_strided, _ = strides.cost(statement, own)
+        outer_strided, outer_contiguous = strides.cost(statement, outer)
+        if outer_strided < own_strided and outer_contiguous < 0:
+            return True
+    return False
+
+
+def _insert_member(
+    node: isl.ScheduleNode,
+    member: isl.UnionPwAff,
+    moving: dict[str, int],
+    strides: _AccessStrides,
+) -> isl.ScheduleNode:
+    """`member` inserted as a loop below every gaining band under `node` (see `_gains`) and
+    above every other subtree below sequences and sets; returns the node at `node`'s position."""
+    depth = node.get_tree_depth()
+    if node.get_type() in _BRANCHES:
+        for pos in range(node.n_children()):
+            inner = _insert_member(node.child(pos).child(0), member, moving, strides)
+            node = inner.ancestor(inner.get_tree_depth() - depth)
+        return node
+    if _gains(node, moving, strides):
+        node = node.child(0)
+    restricted = member.intersect_domain(node.get_domain())
+    node = node.insert_partial_schedule(isl.MultiUnionPwAff.from_union_pw_aff(restricted))
+    return node.ancestor(node.get_tree_depth() - depth)
 
 
 def _member_iterators(node: isl.ScheduleNode) -> dict[str, list[int | None]] | None:

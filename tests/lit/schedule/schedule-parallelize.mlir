@@ -353,9 +353,10 @@ func.func @in_else_region(%A: memref<100xf64>, %n: index) {
   return
 }
 
-// A wavefront's parallel tile loop (tiling.py proved with isl that it carries no dependence) is
-// parallel on that word, where upstream's analysis finds a dependence (here one across tiles,
-// which the tagged loop asserts away); untagged, or with a call inside, it stays sequential.
+// A wavefront's parallel tile loop (codegen marks it independent after isl showed it carries no
+// dependence, and a wavefront) is parallel on that word, where upstream's analysis finds a
+// dependence (here one across tiles, which the marks assert away); unmarked, or with a call
+// inside, it stays sequential.
 // CHECK-LABEL: func.func @wavefront_tile_loop
 // CHECK:      affine.parallel (%{{.*}}) = (0) to (symbol(%arg0)) step (32) {
 // CHECK-NEXT:   affine.for %{{.*}} = 0 to 32 {
@@ -371,7 +372,7 @@ func.func @wavefront_tile_loop(%n: index, %A: memref<?xf64>) {
       %x = affine.load %A[%t + %i] : memref<?xf64>
       affine.store %x, %A[%t + %i + 1] : memref<?xf64>
     }
-  } {polyflow.wavefront_parallel}
+  } {polyflow.independent, polyflow.wavefront}
   return
 }
 func.func @untagged_tile_loop(%n: index, %A: memref<?xf64>) {
@@ -391,7 +392,7 @@ func.func @wavefront_tile_loop_with_call(%n: index, %A: memref<?xf64>) {
       func.call @observe(%x) : (f64) -> ()
       affine.store %x, %A[%t + %i + 1] : memref<?xf64>
     }
-  } {polyflow.wavefront_parallel}
+  } {polyflow.independent, polyflow.wavefront}
   return
 }
 
