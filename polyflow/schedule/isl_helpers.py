@@ -501,18 +501,22 @@ class _IndependenceCheck:
         maps = maps_of(schedule)
         if not maps:
             return True
-        depth = maps[0].dim(isl.dim_type.out) - 1
-        instances = schedule.domain()
-        deps = self._dependences.intersect_domain(instances).intersect_range(instances)
-        if deps.is_empty():
+        return not carries_at(self._dependences, schedule, maps[0].dim(isl.dim_type.out) - 1)
+
+
+def carries_at(dependences: isl.UnionMap, schedule: isl.UnionMap, dim: int) -> bool:
+    """Whether some dependence between instances that `schedule` (into one time space) maps
+    relates two with equal values in its dimensions before `dim` and different ones at `dim`."""
+    instances = schedule.domain()
+    deps = dependences.intersect_domain(instances).intersect_range(instances)
+    if deps.is_empty():
+        return False
+    for deltas in sets_of(deps.apply_domain(schedule).apply_range(schedule).deltas()):
+        for pos in range(dim):
+            deltas = deltas.fix_dim_si(pos, 0)
+        if not deltas.is_subset(deltas.fix_dim_si(dim, 0)):
             return True
-        times = deps.apply_domain(schedule).apply_range(schedule)
-        for deltas in sets_of(times.deltas()):
-            for pos in range(depth):
-                deltas = deltas.fix_dim_si(pos, 0)
-            if not deltas.is_subset(deltas.fix_dim_si(depth, 0)):
-                return False
-        return True
+    return False
 
 
 # isl operations one loop's independence check may take (see `_IndependenceCheck`).

@@ -538,9 +538,10 @@ def choose_parallel_loops(
 
     A loop only isl showed independent (`INDEPENDENT_ATTR`; upstream's analysis did not) is
     chosen only on a wavefront (`WAVEFRONT_ATTR`) or in place of loops chosen inside it without
-    that mark: it moves parallelism outwards (gramschmidt's column tiles instead of a row loop forked 20 000 times), but does
-    not add it where there was none (lu's and cholesky's column tiles, a few per fork at the
-    end of their triangles, ran slower on 2 threads than lu's sequential tiles)."""
+    that mark: it moves parallelism outwards (gramschmidt's column tiles instead of a row loop
+    forked 20 000 times), but does not add it where there was none (lu's and cholesky's column
+    tiles, a few per fork at the end of their triangles, ran slower on 2 threads than lu's
+    sequential tiles)."""
     loops = list(_loops(fn))
     oracle = memory_parallel_loops(fn)
     if len(oracle) != len(loops):

@@ -25,6 +25,10 @@ result executes the same statement instances under the same dependences (permuta
       (`_wavefront`): blocks of `WAVEFRONT_BLOCK`² tiles (or the second-level tiles) run along
       the anti-diagonals B0 + B1 of their first two dimensions, and the second one, which then
       carries no dependence, is marked `WAVEFRONT_MARK` for codegen.
+    * `accesses` and `validity` given: when a tiled point band's innermost member walks memory
+      contiguously for statements below a sequence under it whose own loops stride
+      (gramschmidt's column updates), that member moves below those loops, if every dependence
+      still goes forward (`_sink_strided_member`).
 
 Generated loops (what codegen sees): tile loops are scaled (the tile loop's value is the first
 point's coordinate, stepping by the tile size) and point loops are not shifted (they run over the
@@ -43,7 +47,7 @@ from typing import TYPE_CHECKING
 
 import islpy as isl
 
-from .isl_helpers import maps_of, sets_of
+from .isl_helpers import carries_at, maps_of, sets_of
 from .scheduler import check_schedule_legal
 
 if TYPE_CHECKING:
@@ -199,23 +203,10 @@ def carries_dependence(node: isl.ScheduleNode, member: int, validity: isl.UnionM
     """Whether some dependence of `validity` between instances under the band has the same
     values in every outer loop and the band's members before `member`, and different ones in
     `member`."""
-    domain = node.get_domain()
-    deps = validity.intersect_domain(domain).intersect_range(domain)
-    if deps.is_empty():
-        return False
     schedule = node.get_prefix_schedule_union_map().flat_range_product(
         node.band_get_partial_schedule_union_map()
     )
-    outer = node.get_schedule_depth() + member
-    for deltas in sets_of(deps.apply_domain(schedule).apply_range(schedule).deltas()):
-        for pos in range(outer):
-            deltas = deltas.fix_dim_si(pos, 0)
-        if deltas.is_empty():
-            continue
-        low, high = deltas.dim_min_val(outer), deltas.dim_max_val(outer)
-        if not (low.is_zero() and high.is_zero()):
-            return True
-    return False
+    return carries_at(validity, schedule, node.get_schedule_depth() + member)
 
 
 def _is_permutable_band(node: isl.ScheduleNode) -> bool:
