@@ -697,6 +697,146 @@ def test_bands_over_divisibility_guards_are_not_tiled() -> None:
     assert tile_schedule(schedule, options=Options()).plain_is_equal(schedule)
 
 
+def floyd_warshall() -> Scop:
+    # for k: for i: for j: P[i][j] = min(P[i][j], P[i][k] + P[k][j])
+    return make_scop(
+        "N",
+        N1,
+        [("S0", "[k, i, j] : 0 <= k, i, j < N", "[k, i, j] -> [0, k, 0, i, 0, j, 0]",
+          ["[k, i, j] -> P[i, j]", "[k, i, j] -> P[i, k]", "[k, i, j] -> P[k, j]"],
+          ["[k, i, j] -> P[i, j]"])],
+    )  # fmt: skip
+
+
+def matrix_vector() -> Scop:
+    # for i: for j: y[i] += A[i][j] * x[j]
+    return make_scop(
+        "N",
+        N1,
+        [("S0", "[i, j] : 0 <= i, j < N", "[i, j] -> [0, i, 0, j, 0]",
+          ["[i, j] -> y[i]", "[i, j] -> A[i, j]", "[i, j] -> x[j]"], ["[i, j] -> y[i]"])],
+    )  # fmt: skip
+
+
+def with_shapes(scop: Scop, n: int) -> dict[str, tuple[int, ...]]:
+    """Every array of `scop` as an n-sided square (vectors: n long)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for relation in access_maps(scop):
+        shapes[relation.get_tuple_name(isl.dim_type.out)] = (n,) * relation.dim(isl.dim_type.out)
+    return shapes
+
+
+def tiled_with_shapes(scop: Scop, n: int, **options: Any) -> tuple[isl.Schedule, isl.Schedule]:
+    """(isl's schedule, the tiled one) with `scop`'s arrays `n` elements on a side."""
+    schedule = schedule_scop(scop, compute_deps(scop), options=Options())
+    result = tile_schedule(
+        schedule,
+        options=Options(**options),
+        accesses=access_maps(scop),
+        array_shapes=with_shapes(scop, n),
+    )
+    return schedule, result
+
+
+def n_tiled_bands(untiled: isl.Schedule, tiled_schedule: isl.Schedule) -> int:
+    return len(bands(tiled_schedule)) - len(bands(untiled))
+
+
+def test_contractions_over_large_arrays_are_tiled() -> None:
+    # gemm at 1000: B (8 MB) is reused along i, with all of it touched in between
+    untiled, result = tiled_with_shapes(gemm(), 1000)
+    assert n_tiled_bands(untiled, result) >= 1
+
+
+def test_contractions_whose_arrays_fit_in_cache_are_not_tiled() -> None:
+    # gemm at 40: the three arrays take 38 KB, which the L2 keeps between uses anyway
+    untiled, result = tiled_with_shapes(gemm(), 40)
+    assert n_tiled_bands(untiled, result) == 0
+
+
+@pytest.mark.parametrize("kernel", [floyd_warshall, matrix_vector])
+def test_bands_that_reuse_only_a_row_are_not_tiled(kernel: Any) -> None:
+    # floyd-warshall's (i, j) band under k reuses row P[k] (22 KB) along i; matrix-vector
+    # reuses x along i. Tiled, LARGE floyd-warshall ran 0.45x gcc's speed, untiled 0.84x.
+    untiled, result = tiled_with_shapes(kernel(), 2800)
+    assert n_tiled_bands(untiled, result) == 0
+    assert result.plain_is_equal(
+        tile_schedule(untiled, options=Options(tile=False), accesses=access_maps(kernel()))
+    )
+
+
+def transpose() -> Scop:
+    # for i: for j: B[i][j] = A[j][i]
+    return make_scop(
+        "N",
+        N1,
+        [("S0", "[i, j] : 0 <= i, j < N", "[i, j] -> [0, i, 0, j, 0]", ["[i, j] -> A[j, i]"],
+          ["[i, j] -> B[i, j]"])],
+    )  # fmt: skip
+
+
+def test_column_walks_are_tiled_unless_the_columns_fit_in_l1() -> None:
+    # Whichever loop is inner, one array is walked down a column, and reuses each cache line
+    # at the next value of the outer loop: 2800 lines in between at 2800, 40 at 40.
+    untiled, result = tiled_with_shapes(transpose(), 2800)
+    assert n_tiled_bands(untiled, result) == 1
+    untiled, result = tiled_with_shapes(transpose(), 40)
+    assert n_tiled_bands(untiled, result) == 0
+
+
+def doitgen() -> Scop:
+    # for r: for q: { for p: { S[p] = 0; for s: S[p] += A[r][q][s] * C[s][p] };
+    #                 for p: A[r][q][p] = S[p] }
+    return make_scop(
+        "R, Q, P",
+        "R >= 1 and Q >= 1 and P >= 1",
+        [("S0", "[r, q, p] : 0 <= r < R and 0 <= q < Q and 0 <= p < P",
+          "[r, q, p] -> [0, r, 0, q, 0, p, 0, 0, 0]", [], ["[r, q, p] -> S[p]"]),
+         ("S1", "[r, q, p, s] : 0 <= r < R and 0 <= q < Q and 0 <= p < P and 0 <= s < P",
+          "[r, q, p, s] -> [0, r, 0, q, 0, p, 1, s, 0]",
+          ["[r, q, p, s] -> S[p]", "[r, q, p, s] -> A[r, q, s]", "[r, q, p, s] -> C[s, p]"],
+          ["[r, q, p, s] -> S[p]"]),
+         ("S2", "[r, q, p] : 0 <= r < R and 0 <= q < Q and 0 <= p < P",
+          "[r, q, p] -> [0, r, 0, q, 1, p, 0, 0, 0]", ["[r, q, p] -> S[p]"],
+          ["[r, q, p] -> A[r, q, p]"])],
+    )  # fmt: skip
+
+
+def test_bands_whose_parallel_loop_reordering_would_move_inwards_are_tiled_when_parallel() -> None:
+    # doitgen's (p, s) band under r and q: p is parallel, s puts C's rows innermost. The data
+    # fits in cache (C: 200 KB), but untiled the parallel p loop would fork once per s.
+    scop = doitgen()
+    shapes = {"S": (160,), "A": (150, 140, 160), "C": (160, 160)}
+    schedule = schedule_scop(scop, compute_deps(scop), options=Options())
+
+    def tiles(parallel: bool) -> int:
+        result = tile_schedule(
+            schedule,
+            options=Options(parallel=parallel),
+            accesses=access_maps(scop),
+            array_shapes=shapes,
+        )
+        return n_tiled_bands(schedule, result)
+
+    assert tiles(parallel=True) == 1
+    assert tiles(parallel=False) == 0
+
+
+def test_given_tile_sizes_tile_bands_without_reuse() -> None:
+    untiled, result = tiled_with_shapes(matrix_vector(), 2800, tile_sizes=(32,))
+    assert n_tiled_bands(untiled, result) == 1
+
+
+def test_bands_over_arrays_of_unknown_size_are_tiled() -> None:
+    scop = matrix_vector()
+    schedule = schedule_scop(scop, compute_deps(scop), options=Options())
+    shapes = {name: (-1,) * len(shape) for name, shape in with_shapes(scop, 2800).items()}
+    result = tile_schedule(
+        schedule, options=Options(), accesses=access_maps(scop), array_shapes=shapes
+    )
+    assert n_tiled_bands(schedule, result) == 1
+
+
 def test_tiling_off_leaves_bands_whole() -> None:
     _, _, schedule = tiled("seidel-2d", tile=False)
     assert [b.band_n_member() for b in bands(schedule)] == [3]

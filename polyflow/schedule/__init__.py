@@ -142,6 +142,7 @@ def reschedule_function(fn: ir.Operation, options: Options, notes: list[str]) ->
                 options=options,
                 accesses=_access_relations(scop),
                 validity=deps.validity,
+                array_shapes=scop.arrays,
             )
             if check_schedule_legal(tiled, deps.validity):
                 schedule = tiled

@@ -2,12 +2,21 @@
 and a permutable point band is reordered so its innermost loop walks memory contiguously; the
 result executes the same statement instances under the same dependences (permutable bands only).
 
-`tile_schedule(schedule, *, options, element_bytes=8, accesses=None)`:
+`tile_schedule(schedule, *, options, element_bytes=8, accesses=None, validity=None,
+array_shapes=None)`:
     * a band is tiled when it is permutable and has at least two members: tiling one loop alone
       (strip-mining) creates no reuse, and vectorization and OpenMP chunking need no help from
       here. Not when a statement under it is guarded by a divisibility condition (its domain has
-      existential variables): see `_has_divisibility_guards`. Only the outermost such band on each path is tiled; bands below it stay inside the
-      point loops as they are.
+      existential variables): see `_has_divisibility_guards`. Only the outermost such band on
+      each path is tiled; bands below it stay inside the point loops as they are.
+    * with `array_shapes` (the arrays' static sizes) and default sizes, a band is tiled only when
+      tiles bring reuse the cache does not already give (`_tiling_pays`: some access reuses data
+      along an outer member with more than `REUSE_CACHE_BYTES` touched in between, or the same
+      cache line with more than `L1_DATA_BYTES`), or, with
+      `options.parallel`, when tiling keeps a parallel loop outermost that reordering for
+      locality would move inwards (`_tiling_keeps_parallel_loop_outside`). Matrix-vector nests
+      and floyd-warshall's (i, j) band touch a row or two between reuses, and run 1.5-2x faster
+      untiled. Sizes the user gives are always applied.
     * sizes: `options.tile_sizes` per band member, outermost first, the last one repeating; None
       gives `default_tile_size(element_bytes)` for every member. A member whose values over the
       band's instances lie in a known small range gets a size covering the range (its tile loop
@@ -40,7 +49,7 @@ code needs no divisions.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from math import isqrt
 from typing import TYPE_CHECKING
@@ -65,6 +74,15 @@ MAX_TILE_SIZE = 256
 # Second-level tiles are this many first-level tiles per dimension: 4×32 = 128, so a 3-array
 # working set of 3·128²·8 B = 384 KiB fits a 512 KiB–2 MiB L2.
 SECOND_LEVEL_FACTOR = 4
+# Data a band may touch between two uses of a datum and still find it in cache: half the L2 of
+# one core of the machines we target (512 KiB on AMD Zen 2-4), the rest left to the streams that
+# have no reuse. A band that touches less between uses gains nothing from tiles, and loses the
+# long stride-1 loops that vectorization and hardware prefetching need (mvt, atax, bicg: 2-4x).
+# Reuse of a cache line by a strided walk (a column, one line and often one page per element)
+# is held to the L1 size instead: untiled, adi's column sweep (232 KB between reuses, 1000
+# pages) ran at half the tiled speed.
+REUSE_CACHE_BYTES = 256 * 1024
+CACHE_LINE_BYTES = 64
 
 
 def default_tile_size(element_bytes: int) -> int:
@@ -92,6 +110,7 @@ def tile_schedule(
     element_bytes: int = 8,
     accesses: Sequence[isl.Map] | None = None,
     validity: isl.UnionMap | None = None,
+    array_shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> isl.Schedule:
     """`schedule` with its outermost permutable bands tiled (see the module docstring); with
     `validity` (the dependences), wavefronts where `options.wavefront` asks for them."""
@@ -104,6 +123,7 @@ def tile_schedule(
             element_bytes=element_bytes,
             strides=strides,
             validity=validity,
+            shapes=array_shapes,
         )
     return root.get_schedule()
 
@@ -124,12 +144,20 @@ def _tile_subtree(
     element_bytes: int,
     strides: _AccessStrides | None,
     validity: isl.UnionMap | None,
+    shapes: Mapping[str, tuple[int, ...]] | None,
 ) -> isl.ScheduleNode:
     """`node`'s subtree with its outermost tileable bands tiled; returns the node at `node`'s
     position in the new tree."""
     if _is_permutable_band(node):
         sizes = _fitted_sizes(node, options=options, element_bytes=element_bytes)
-        if options.tile and sizes is not None and not _has_divisibility_guards(node):
+        # Sizes the user gave are followed; the default ones only where they bring reuse, or
+        # keep a parallel loop outermost that the locality order would move inwards.
+        pays = (
+            options.tile_sizes is not None
+            or _tiling_pays(node, strides, shapes, element_bytes)
+            or (options.parallel and _tiling_keeps_parallel_loop_outside(node, strides))
+        )
+        if options.tile and sizes is not None and pays and not _has_divisibility_guards(node):
             skewed = _member_iterators(node) is None
             node = node.band_tile(_multi_val(node, sizes))
             if options.tile_second_level:
@@ -153,6 +181,7 @@ def _tile_subtree(
             element_bytes=element_bytes,
             strides=strides,
             validity=validity,
+            shapes=shapes,
         ).parent()
     return node
 
@@ -297,29 +326,27 @@ class _AccessStrides:
 
     def __init__(self, accesses: Sequence[isl.Map]) -> None:
         self._by_statement: dict[str, list[isl.MultiAff]] = {}
+        self._arrays: dict[str, list[str]] = {}
         for relation in accesses:
             function = _single_multi_aff(relation)
             if function is not None:
                 name = relation.get_tuple_name(isl.dim_type.in_)
                 self._by_statement.setdefault(name, []).append(function)
+                self._arrays.setdefault(name, []).append(relation.get_tuple_name(isl.dim_type.out))
+
+    def of(self, statement: str) -> list[tuple[str, isl.MultiAff]]:
+        """`statement`'s accesses as (array, index function) pairs."""
+        return list(
+            zip(self._arrays.get(statement, ()), self._by_statement.get(statement, ()), strict=True)
+        )
 
     def cost(self, statement: str, iterator: int) -> tuple[int, int]:
         """(strided accesses, -contiguous accesses) of `statement` along `iterator`."""
         strided = contiguous = 0
         for function in self._by_statement.get(statement, ()):
-            n_index = function.dim(isl.dim_type.out)
-            moving = [
-                pos
-                for pos in range(n_index)
-                if not _coefficient(function.get_at(pos), iterator).is_zero()
-            ]
-            if not moving:
-                continue
-            last = _coefficient(function.get_at(n_index - 1), iterator)
-            if moving == [n_index - 1] and last.abs().is_one():
-                contiguous += 1
-            else:
-                strided += 1
+            reuse = _reuse_along(function, iterator)
+            contiguous += reuse == "spatial"
+            strided += reuse == "none"
         return strided, -contiguous
 
 
@@ -329,11 +356,20 @@ def _reorder_for_locality(
     """A permutable band with its members reordered so the best one for locality is innermost
     (the others keep their order); unchanged when it already is, or when a member is not a plain
     iterator (skewed bands)."""
-    if strides is None or not _is_permutable_band(node):
+    order = _locality_order(node, strides)
+    if order is None or order == list(range(len(order))):
         return node
+    return _permute_band(node, order)
+
+
+def _locality_order(node: isl.ScheduleNode, strides: _AccessStrides | None) -> list[int] | None:
+    """The member order `_reorder_for_locality` gives the permutable band `node`; None when it
+    leaves the band alone (no accesses, not permutable, skewed)."""
+    if strides is None or not _is_permutable_band(node):
+        return None
     iterators = _member_iterators(node)
     if iterators is None:
-        return node
+        return None
     n_member = node.band_n_member()
     costs = []
     for member in range(n_member):
@@ -346,10 +382,130 @@ def _reorder_for_locality(
         # Ties keep isl's order: the later member wins.
         costs.append((strided, contiguous, -member))
     best = min(range(n_member), key=lambda member: costs[member])
-    if best == n_member - 1:
-        return node
-    order = [member for member in range(n_member) if member != best] + [best]
-    return _permute_band(node, order)
+    return [member for member in range(n_member) if member != best] + [best]
+
+
+def _tiling_pays(
+    node: isl.ScheduleNode,
+    strides: _AccessStrides | None,
+    shapes: Mapping[str, tuple[int, ...]] | None,
+    element_bytes: int,
+) -> bool:
+    """Whether tiling the permutable band `node` brings reuse the cache does not give anyway:
+    some access uses the same element again at the next value of an outer member, with more
+    than `REUSE_CACHE_BYTES` touched in between, or the same cache line, with more than
+    `L1_DATA_BYTES`. True when that cannot be told (skewed bands, arrays of unknown size, no
+    accesses)."""
+    order = _locality_order(node, strides)
+    iterators = _member_iterators(node)
+    if order is None or iterators is None or strides is None or shapes is None:
+        return True
+    above = _iterators_above(node)
+    for depth, member in enumerate(order[:-1]):
+        reuse: set[str] = set()
+        between = 0
+        for statement, by_member in iterators.items():
+            iterator = by_member[member]
+            members = (by_member[outer] for outer in order[: depth + 1])
+            fixed = above.get(statement, set()) | {it for it in members if it is not None}
+            for array, function in strides.of(statement):
+                shape = shapes.get(array)
+                if shape is None or any(extent < 0 for extent in shape):
+                    return True
+                touched = _footprint(function, shape, fixed, element_bytes)
+                # An access that stays on one element while the inner loops run costs one
+                # cache hit per outer iteration, whether or not it reuses anything.
+                if iterator is not None and touched > element_bytes:
+                    reuse.add(_reuse_along(function, iterator))
+                between += touched
+        if "temporal" in reuse and between > REUSE_CACHE_BYTES:
+            return True
+        if "spatial" in reuse and between > L1_DATA_BYTES:
+            return True
+    return False
+
+
+def _tiling_keeps_parallel_loop_outside(
+    node: isl.ScheduleNode, strides: _AccessStrides | None
+) -> bool:
+    """Whether the permutable band `node`, nested in another loop, has a parallel outermost
+    member that `_locality_order` would move inwards. Tiled, the parallel tile loop stays
+    outermost and forks once per iteration of the enclosing loops; untiled, the parallel loop
+    would fork once per iteration of a sequential member as well (doitgen: 2.00x on 2 threads
+    tiled, 1.55x untiled)."""
+    order = _locality_order(node, strides)
+    if order is None or not node.band_member_get_coincident(0) or order[0] == 0:
+        return False
+    if node.band_member_get_coincident(order[0]):
+        return False
+    ancestor = node
+    while ancestor.has_parent():
+        ancestor = ancestor.parent()
+        if ancestor.get_type() == isl.schedule_node_type.band:
+            return True
+    return False
+
+
+def _iterators_above(node: isl.ScheduleNode) -> dict[str, set[int]]:
+    """For each statement, the iterators the bands above `node` schedule (they keep their values
+    while `node`'s subtree runs); iterators in skewed or otherwise combined members count too."""
+    fixed: dict[str, set[int]] = {}
+    while node.has_parent():
+        node = node.parent()
+        if node.get_type() != isl.schedule_node_type.band:
+            continue
+        for schedule in maps_of(node.band_get_partial_schedule_union_map()):
+            function = _single_multi_aff(schedule)
+            if function is None:
+                continue
+            used = fixed.setdefault(schedule.get_tuple_name(isl.dim_type.in_), set())
+            for pos in range(function.dim(isl.dim_type.out)):
+                aff = function.get_at(pos)
+                used.update(
+                    d
+                    for d in range(function.dim(isl.dim_type.in_))
+                    if not _coefficient(aff, d).is_zero()
+                )
+    return fixed
+
+
+def _reuse_along(function: isl.MultiAff, iterator: int) -> str:
+    """How consecutive values of `iterator` reuse the access's data: "temporal" (no index
+    depends on it), "spatial" (only the last index does, with coefficient ±1: the same cache
+    line), or "none"."""
+    n_index = function.dim(isl.dim_type.out)
+    moving = [
+        pos for pos in range(n_index) if not _coefficient(function.get_at(pos), iterator).is_zero()
+    ]
+    if not moving:
+        return "temporal"
+    last = _coefficient(function.get_at(n_index - 1), iterator)
+    return "spatial" if moving == [n_index - 1] and last.abs().is_one() else "none"
+
+
+def _footprint(
+    function: isl.MultiAff, shape: tuple[int, ...], fixed: set[int], element_bytes: int
+) -> int:
+    """An upper bound on the bytes the access touches while the iterators in `fixed` keep their
+    values: the whole extent of every index some other iterator moves, a cache line per element
+    when the last index is not among them."""
+    n_index = function.dim(isl.dim_type.out)
+    n_iterator = function.dim(isl.dim_type.in_)
+    moving = [
+        pos
+        for pos in range(n_index)
+        if any(
+            not _coefficient(function.get_at(pos), iterator).is_zero()
+            for iterator in range(n_iterator)
+            if iterator not in fixed
+        )
+    ]
+    if not moving:
+        return element_bytes
+    elements = 1
+    for pos in moving:
+        elements *= shape[pos] if pos < len(shape) else 1
+    return elements * (element_bytes if n_index - 1 in moving else CACHE_LINE_BYTES)
 
 
 def _sink_strided_member(
