@@ -251,14 +251,14 @@ def compile_c(
         engine = ExecutionEngine(
             result.module,
             opt_level=0 if options.opt_level == 0 else 3,
-            shared_libs=_runtime_libraries(result.module),
+            shared_libs=runtime_libraries(result.module),
         )
     return CompiledFunction(
         engine, cmod.functions[entry], cmod, result.stages, result.warnings, result.notes
     )
 
 
-def _runtime_libraries(module: Any) -> list[str]:
+def runtime_libraries(module: Any) -> list[str]:
     """The shared libraries the JIT-compiled code calls into: libiomp5 for OpenMP loops."""
     directory = openmp_library_dir()
     if directory is None or not has_parallel_loops(module):

@@ -9,7 +9,8 @@ function that has loops and at least two memref arguments of known extent into a
 
 `@f.affine` is the copy the passes optimize; `@f.scf` is the frontend's code, marked
 `polyflow.no_raise` so that no pass touches it. Only pairs where one side may be written are
-checked. Arguments made from C pointers (`polyflow.unknown_extent`) have no extent to check:
+checked, and not pairs whose frontend marked both `llvm.noalias` (TC tensors, whose caller
+checks them). Arguments made from C pointers (`polyflow.unknown_extent`) have no extent to check:
 passes must treat them as possibly aliasing any other argument (see `may_alias`).
 """
 
@@ -44,13 +45,18 @@ _VIEW_OPS = frozenset(
 
 def has_unknown_extent(value: ir.Value) -> bool:
     """Whether `value` is a function argument made from a C pointer (extent unknown)."""
+    return _has_arg_attr(value, UNKNOWN_EXTENT_ATTR)
+
+
+def _has_arg_attr(value: ir.Value, name: str) -> bool:
+    """Whether `value` is a function argument carrying the argument attribute `name`."""
     if not isinstance(value, ir.BlockArgument):
         return False
     owner = value.owner.owner
     if not isinstance(owner.opview, func.FuncOp) or "arg_attrs" not in owner.attributes:
         return False
     attrs = ir.ArrayAttr(owner.attributes["arg_attrs"])
-    return UNKNOWN_EXTENT_ATTR in ir.DictAttr(attrs[value.arg_number])
+    return name in ir.DictAttr(attrs[value.arg_number])
 
 
 def may_alias(a: ir.Value, b: ir.Value) -> bool:
@@ -112,18 +118,21 @@ _GLOBAL_OPS = frozenset({"memref.get_global"})
 
 
 def _needs_guard(fn: func.FuncOp) -> list[tuple[int, int]]:
-    """The argument pairs to check at run time: known extents, one of the two may be written."""
+    """The argument pairs to check at run time: known extents, one of the two may be written,
+    not both marked `llvm.noalias` by their frontend (TC tensors: the caller checks them)."""
     args = [
         a
         for a in fn.entry_block.arguments
         if isinstance(a.type, ir.MemRefType) and not has_unknown_extent(a)
     ]
     written = {a.arg_number for a in args if _may_be_written(a)}
+    promised = {a.arg_number for a in args if _has_arg_attr(a, NOALIAS_ATTR)}
     return [
         (a.arg_number, b.arg_number)
         for i, a in enumerate(args)
         for b in args[i + 1 :]
-        if a.arg_number in written or b.arg_number in written
+        if (a.arg_number in written or b.arg_number in written)
+        and not {a.arg_number, b.arg_number} <= promised
     ]
 
 

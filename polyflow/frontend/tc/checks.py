@@ -82,6 +82,7 @@ class CheckedComprehension:
     reduction_indices: tuple[str, ...]  # right-hand side only, in order of appearance
     reads: tuple[Read, ...]
     element: str  # the type the right-hand side computes
+    types: dict[ast.Expr, str]  # the element type of every expression node of the statement
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,7 @@ class _Statement:
     lhs: set[str]
     reduction: list[str] = field(default_factory=list)
     reads: list[Read] = field(default_factory=list)
+    types: dict[ast.Expr, str] = field(default_factory=dict)
 
 
 class _Checker:
@@ -270,6 +272,7 @@ class _Checker:
             tuple(walk.reduction),
             tuple(walk.reads),
             element,
+            walk.types,
         )
 
     def call(self, statement: ast.CallStatement) -> CheckedCall:
@@ -325,6 +328,11 @@ class _Checker:
         return name in self.size_names or (tensor is not None and tensor.rank == 0)
 
     def expr(self, expr: ast.Expr, walk: _Statement) -> str:
+        kind = self.expr_type(expr, walk)
+        walk.types[expr] = kind
+        return kind
+
+    def expr_type(self, expr: ast.Expr, walk: _Statement) -> str:
         if isinstance(expr, ast.Number):
             return "f32" if expr.is_float else "i32"
         if isinstance(expr, ast.Name):

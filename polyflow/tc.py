@@ -1,0 +1,300 @@
+"""`polyflow.tc`: Tensor Comprehensions from Python.
+
+    mv = polyflow.tc.define("def mv(float(M,K) A, float(K) x) -> (C) { C(i) +=! A(i,k) * x(k) }")
+    C = mv(A, x)                  # NumPy arrays in (or any DLPack-capable CPU array), NumPy out
+    mv(A, x, out=C)               # or into arrays you give
+    print(mv.explain())           # inferred ranges and output shapes
+    print(mv.mlir("affine-opt"))  # the IR after a stage, for the last shapes it ran on
+
+`define` parses and checks the source at once (a `CompileError` with line, column and caret for
+any mistake). A call checks the arguments against the signature (dtypes, ranks, sizes that must
+agree), specializes the definition to their sizes, compiles it through the same pipeline as C
+(options: the same `Options` model; default -O3 for this machine), and caches the compiled kernel
+per argument shapes and dtypes. Outputs are allocated zero-filled with the inferred shapes, so
+elements no statement writes are 0.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from polyflow.errors import CompileError
+from polyflow.frontend.tc import syntax as ast
+from polyflow.frontend.tc.checks import CheckedComprehension, CheckedDefinition, check_program
+from polyflow.frontend.tc.parser import parse
+from polyflow.frontend.tc.ranges import InferredDefinition, Specialized, infer_ranges, specialize
+from polyflow.options import Options
+
+__all__ = ["TcFunction", "define"]
+
+NUMPY_DTYPES = {
+    "f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_,
+    "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
+    "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
+}  # fmt: skip
+
+DEFAULT_OPTIONS = Options(opt_level=3, march="native")
+
+
+def define(
+    source: str, name: str | None = None, *, options: Options | None = None, file: str = "<tc>"
+) -> TcFunction:
+    """The TC definition `name` of `source` (the only one when `name` is None), checked and
+    ready to call; `options` default to -O3 for this machine."""
+    program = parse(source, file=file)
+    checked = check_program(program, source=source, file=file)
+    inferred: dict[str, InferredDefinition] = {}
+    for definition_name, definition in checked.items():
+        inferred[definition_name] = infer_ranges(
+            definition, source=source, file=file, callees=inferred
+        )
+    if name is None:
+        if len(checked) > 1:
+            raise ValueError(
+                f"the source defines {', '.join(checked)}: say which one with name=..."
+            )
+        name = next(iter(checked))
+    if name not in checked:
+        raise ValueError(f"no definition named '{name}' (defined: {', '.join(checked)})")
+    return TcFunction(source, file, inferred[name], inferred, options or DEFAULT_OPTIONS)
+
+
+@dataclass
+class _Compiled:
+    specialized: Specialized
+    engine: Any  # keeps the code alive
+    call: Any
+    stages: dict[str, str]
+    warnings: list[str]
+    notes: list[str]
+
+
+class TcFunction:
+    """A TC definition callable on arrays; see the module docstring."""
+
+    def __init__(
+        self,
+        source: str,
+        file: str,
+        inferred: InferredDefinition,
+        all_inferred: dict[str, InferredDefinition],
+        options: Options,
+    ) -> None:
+        self.source = source
+        self.file = file
+        self.inferred = inferred
+        self.options = options
+        self._callees = all_inferred
+        self._cache: dict[tuple[Any, ...], _Compiled] = {}
+        self._last: _Compiled | None = None
+
+    @property
+    def name(self) -> str:
+        return self.inferred.definition.name
+
+    @property
+    def definition(self) -> CheckedDefinition:
+        return self.inferred.definition
+
+    def explain(self) -> str:
+        """The inferred ranges of every statement and the shapes of the outputs."""
+        return self.inferred.explain()
+
+    def mlir(self, stage: str = "mlir", *args: Any) -> str:
+        """The IR after `stage` ('mlir', 'affine', 'affine-opt', 'llvm-dialect') for `args`'
+        shapes, or for the last call's."""
+        compiled = self._compile(self._arrays(args)) if args else self._last
+        if compiled is None:
+            raise ValueError(f"{self.name} has not run yet: pass arguments to specialize it")
+        if stage not in compiled.stages:
+            raise KeyError(f"unknown stage '{stage}' (have: {', '.join(compiled.stages)})")
+        return compiled.stages[stage]
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the compiler could not do for the last call's shapes."""
+        return [] if self._last is None else list(self._last.warnings)
+
+    def __call__(self, *args: Any, out: Any = None) -> Any:
+        arrays = self._arrays(args)
+        compiled = self._compile(arrays)
+        self._check_gathers(compiled.specialized, arrays)
+        outputs = self._outputs(compiled.specialized, out)
+        if out is not None:
+            _check_disjoint(self, arrays, outputs)
+        pointers = [ctypes.c_void_p(a.ctypes.data) for a in (*arrays, *outputs)]
+        packed = (ctypes.c_void_p * len(pointers))(*[ctypes.addressof(p) for p in pointers])
+        compiled.call(packed)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    # ----- arguments
+
+    def _arrays(self, args: tuple[Any, ...]) -> list[np.ndarray]:
+        params = self.definition.inputs
+        if len(args) != len(params):
+            raise TypeError(f"{self.name}() takes {len(params)} argument(s), {len(args)} given")
+        arrays = []
+        for arg, param in zip(args, params, strict=True):
+            want = np.dtype(NUMPY_DTYPES[param.element])
+            if param.rank == 0 and np.ndim(arg) == 0:
+                arrays.append(np.asarray(arg, dtype=want))
+                continue
+            array = _as_numpy(arg, self.name, param.name)
+            if array.dtype != want:
+                raise TypeError(
+                    f"argument '{param.name}' of {self.name}() must have dtype {want}, got "
+                    f"{array.dtype}"
+                )
+            if array.ndim != param.rank:
+                raise TypeError(
+                    f"argument '{param.name}' of {self.name}() must have {param.rank} "
+                    f"dimension(s), got shape {array.shape}"
+                )
+            arrays.append(np.ascontiguousarray(array))
+        return arrays
+
+    def _sizes(self, arrays: list[np.ndarray]) -> dict[str, int]:
+        sizes: dict[str, int] = {}
+        where: dict[str, str] = {}
+        for array, param in zip(arrays, self.definition.inputs, strict=True):
+            for k, (dim, extent) in enumerate(zip(param.dims or (), array.shape, strict=True)):
+                if isinstance(dim, int):
+                    if extent != dim:
+                        raise ValueError(
+                            f"argument '{param.name}' of {self.name}() must have size {dim} in "
+                            f"dimension {k}, got shape {array.shape}"
+                        )
+                elif dim in sizes and sizes[dim] != extent:
+                    raise ValueError(
+                        f"size '{dim}' of {self.name}() is {sizes[dim]} in {where[dim]} but "
+                        f"{extent} in '{param.name}' (dimension {k})"
+                    )
+                else:
+                    sizes.setdefault(dim, extent)
+                    where.setdefault(dim, f"'{param.name}' (dimension {k})")
+        return sizes
+
+    def _outputs(self, specialized: Specialized, out: Any) -> list[np.ndarray]:
+        outputs = self.definition.outputs
+        if out is None:
+            return [
+                np.zeros(specialized.shapes[t.name], dtype=NUMPY_DTYPES[t.element]) for t in outputs
+            ]
+        given = list(out) if isinstance(out, (tuple, list)) else [out]
+        if len(given) != len(outputs):
+            raise TypeError(f"{self.name}() has {len(outputs)} output(s), out= gives {len(given)}")
+        arrays = []
+        for array, tensor in zip(given, outputs, strict=True):
+            array = _as_numpy(array, self.name, tensor.name)
+            shape = specialized.shapes[tensor.name]
+            want = np.dtype(NUMPY_DTYPES[tensor.element])
+            if array.shape != shape or array.dtype != want:
+                raise TypeError(
+                    f"output '{tensor.name}' of {self.name}() must be {want} of shape {shape}, "
+                    f"got {array.dtype} of shape {array.shape}"
+                )
+            if not array.flags.c_contiguous or not array.flags.writeable:
+                raise TypeError(f"output '{tensor.name}' must be a writeable C-contiguous array")
+            arrays.append(array)
+        return arrays
+
+    def _check_gathers(self, specialized: Specialized, arrays: list[np.ndarray]) -> None:
+        """Index tensors that are inputs must hold valid positions of the tensor they index."""
+        inputs = {t.name: a for t, a in zip(self.definition.inputs, arrays, strict=True)}
+        for statement in specialized.inferred.statements:
+            checked = statement.statement
+            if not isinstance(checked, CheckedComprehension):
+                continue
+            for read in checked.reads:
+                for dim, subscript in enumerate(read.subscripts):
+                    if not (isinstance(subscript, ast.Apply) and subscript.name in inputs):
+                        continue
+                    values = inputs[subscript.name]
+                    extent = specialized.shapes[read.tensor][dim]
+                    if values.size and (values.min() < 0 or values.max() >= extent):
+                        raise ValueError(
+                            f"'{subscript.name}' indexes dimension {dim} of '{read.tensor}' "
+                            f"(size {extent}) but holds values from {values.min()} to "
+                            f"{values.max()}"
+                        )
+
+    # ----- compilation
+
+    def _compile(self, arrays: list[np.ndarray]) -> _Compiled:
+        key = tuple((a.shape, a.dtype.str) for a in arrays)
+        compiled = self._cache.get(key)
+        if compiled is None:
+            specialized = specialize(
+                self.inferred, self._sizes(arrays), source=self.source, file=self.file
+            )
+            compiled = _build(specialized, self._callees, self.source, self.file, self.options)
+            self._cache[key] = compiled
+        self._last = compiled
+        return compiled
+
+
+def _build(
+    specialized: Specialized,
+    callees: dict[str, InferredDefinition],
+    source: str,
+    file: str,
+    options: Options,
+) -> _Compiled:
+    from mlir import ir
+    from mlir.execution_engine import ExecutionEngine
+
+    from polyflow.backend.jit import runtime_libraries
+    from polyflow.frontend.tc.lower import CABI_PREFIX, lower_definition
+    from polyflow.pipeline import run_pipeline
+
+    context = ir.Context()
+    with context, ir.Location.unknown():
+        module = lower_definition(specialized, callees=callees, source=source, file=file)
+        result = run_pipeline(
+            module,
+            options,
+            stop_after="llvm-dialect",
+            keep=frozenset({"mlir", "affine", "affine-opt", "llvm-dialect"}),
+        )
+        engine = ExecutionEngine(
+            result.module,
+            opt_level=0 if options.opt_level == 0 else 3,
+            shared_libs=runtime_libraries(result.module),
+        )
+    name = specialized.inferred.definition.name
+    address = engine.raw_lookup(CABI_PREFIX + name)
+    if not address:
+        raise CompileError(f"compiled code for '{name}' not found", file=file)
+    call = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+    return _Compiled(
+        specialized, (engine, context), call, result.stages, result.warnings, result.notes
+    )
+
+
+def _check_disjoint(fn: TcFunction, arrays: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+    """The compiled code assumes no two tensors overlap (as TC's semantics do)."""
+    names = [t.name for t in fn.definition.inputs] + [t.name for t in fn.definition.outputs]
+    everything = [*arrays, *outputs]
+    for k, output in enumerate(outputs, start=len(arrays)):
+        for j in range(k):
+            if np.shares_memory(output, everything[j]):
+                raise ValueError(
+                    f"output '{names[k]}' of {fn.name}() overlaps '{names[j]}': give outputs "
+                    "their own arrays"
+                )
+
+
+def _as_numpy(value: Any, function: str, name: str) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value
+    try:
+        return np.from_dlpack(value)
+    except (TypeError, AttributeError, BufferError, RuntimeError):
+        raise TypeError(
+            f"argument '{name}' of {function}() must be a NumPy array or a DLPack-capable CPU "
+            f"array, got {type(value).__name__}"
+        ) from None
