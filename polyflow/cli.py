@@ -1,4 +1,5 @@
-"""The `polyflow` command: build C programs through MLIR."""
+"""The `polyflow` command: build C programs through MLIR (`polyflow build`), and compile Tensor
+Comprehensions (`polyflow tc`: inferred ranges and shapes, the IR for given sizes)."""
 
 from __future__ import annotations
 
@@ -63,7 +64,50 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _add_polyhedral_arguments(build)
     build.add_argument("--time", action="store_true", help="print the time of each stage")
+    _add_tc_parser(sub)
     return parser
+
+
+TC_EMITS = ["mlir", "affine", "affine-opt", "llvm-dialect"]
+
+
+def _add_tc_parser(sub: Any) -> None:
+    tc = sub.add_parser(
+        "tc",
+        help="check a Tensor Comprehensions file: inferred ranges and shapes, or the IR",
+        description="Check the TC definitions of a file. --explain prints each statement's "
+        "inferred index ranges and each output's shape; --emit prints the IR after a stage "
+        "for the sizes given with --sizes.",
+    )
+    tc.add_argument("source", help="the TC file")
+    tc.add_argument(
+        "--name", help="the definition to explain or emit (default: all / the only one)"
+    )
+    tc.add_argument("--explain", action="store_true", help="print inferred ranges and shapes")
+    tc.add_argument("--emit", choices=TC_EMITS, help="print the IR after this stage")
+    tc.add_argument(
+        "--sizes",
+        type=_size_bindings,
+        default={},
+        metavar="NAME=N,...",
+        help="values of the signature's sizes, for --emit (e.g. M=64,K=32)",
+    )
+    tc.add_argument(
+        "-O", dest="opt_level", type=int, choices=[0, 1, 2, 3], default=3, help="optimization level"
+    )
+    tc.add_argument("-march", "--march", dest="march", default="native", help="target CPU")
+    _add_polyhedral_arguments(tc)
+
+
+def _size_bindings(text: str) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, _, value = part.partition("=")
+        try:
+            sizes[name.strip()] = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected NAME=integer, got '{part}'") from None
+    return sizes
 
 
 def _add_polyhedral_arguments(build: argparse.ArgumentParser) -> None:
@@ -145,7 +189,7 @@ def _tile_sizes(text: str) -> tuple[int, ...]:
 
 
 def options_from_args(args: argparse.Namespace) -> Any:
-    """The `Options` the parsed command line asks for."""
+    """The `Options` the parsed `build` command line asks for."""
     from polyflow.options import Options
 
     return Options(
@@ -157,18 +201,24 @@ def options_from_args(args: argparse.Namespace) -> Any:
         cc=args.cc,
         fp_contract=args.fp_contract,
         raise_affine=args.raise_affine,
-        schedule=args.schedule is not False,
-        schedule_preset=args.schedule_preset,
-        fusion=args.fusion,
-        tile=args.tile,
-        tile_sizes=args.tile_sizes,
-        tile_second_level=args.tile_second_level,
-        wavefront=args.wavefront,
-        split=args.split,
-        parallel=args.parallel,
-        parallel_reductions=args.parallel_reductions,
-        min_parallel_trip=args.min_parallel_trip,
+        **_polyhedral_options(args),
     )
+
+
+def _polyhedral_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "schedule": args.schedule is not False,
+        "schedule_preset": args.schedule_preset,
+        "fusion": args.fusion,
+        "tile": args.tile,
+        "tile_sizes": args.tile_sizes,
+        "tile_second_level": args.tile_second_level,
+        "wavefront": args.wavefront,
+        "split": args.split,
+        "parallel": args.parallel,
+        "parallel_reductions": args.parallel_reductions,
+        "min_parallel_trip": args.min_parallel_trip,
+    }
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -196,10 +246,54 @@ def _normalize_argv(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
+        if args.command == "tc":
+            return _tc(args)
         return _build(args, options_from_args(args))
     except CompileError as exc:
         print(exc.format(), file=sys.stderr)
         return 1
+
+
+def _tc(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from polyflow import tc
+    from polyflow.options import Options
+
+    path = Path(args.source)
+    try:
+        source = path.read_text()
+    except OSError as exc:
+        raise CompileError(f"cannot read '{path}': {exc.strerror}", file=str(path)) from None
+    options = Options(opt_level=args.opt_level, march=args.march, **_polyhedral_options(args))
+    names = [args.name] if args.name else tc.definition_names(source, file=str(path))
+    if not args.explain and not args.emit:
+        args.explain = True
+    for name in names:
+        try:
+            fn = tc.define(source, name, options=options, file=str(path))
+        except ValueError as exc:
+            print(f"polyflow: error: {exc}", file=sys.stderr)
+            return 1
+        if args.explain:
+            print(fn.explain())
+        if args.emit:
+            missing = [s for s in fn.definition.size_names if s not in args.sizes]
+            if missing:
+                print(
+                    f"polyflow: error: --emit needs --sizes for {', '.join(missing)}",
+                    file=sys.stderr,
+                )
+                return 1
+            arrays = [
+                np.zeros(
+                    tuple(args.sizes[d] if isinstance(d, str) else d for d in t.dims or ()),
+                    dtype=tc.NUMPY_DTYPES[t.element],
+                )
+                for t in fn.definition.inputs
+            ]
+            sys.stdout.write(fn.mlir(args.emit, *arrays))
+    return 0
 
 
 def _build(args: argparse.Namespace, options: object) -> int:

@@ -29,7 +29,7 @@ from polyflow.frontend.tc.parser import parse
 from polyflow.frontend.tc.ranges import InferredDefinition, Specialized, infer_ranges, specialize
 from polyflow.options import Options
 
-__all__ = ["TcFunction", "define"]
+__all__ = ["TcFunction", "define", "definition_names"]
 
 NUMPY_DTYPES = {
     "f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_,
@@ -38,6 +38,11 @@ NUMPY_DTYPES = {
 }  # fmt: skip
 
 DEFAULT_OPTIONS = Options(opt_level=3, march="native")
+
+
+def definition_names(source: str, *, file: str = "<tc>") -> list[str]:
+    """The names of the definitions of `source`, in order (after parsing it)."""
+    return [d.name for d in parse(source, file=file).definitions]
 
 
 def define(

@@ -61,6 +61,12 @@ _BINARY_MATH = {
 }
 
 
+def memory_type(element: str) -> ir.Type:
+    """The type a tensor of `element` holds in memory: booleans take a byte (as in NumPy; MLIR
+    cannot lower stores of i1)."""
+    return element_type("i8" if element == "i1" else element)
+
+
 def element_type(element: str) -> ir.Type:
     """The MLIR type of a canonical TC element type (unsigned integers are signless)."""
     if element == "f16":
@@ -84,7 +90,7 @@ def lower_definition(
     module = ir.Module.create()
     tensors = [t.name for t in definition.inputs] + [t.name for t in definition.outputs]
     types = [
-        ir.MemRefType.get(list(specialized.shapes[n]), element_type(definition.tensors[n].element))
+        ir.MemRefType.get(list(specialized.shapes[n]), memory_type(definition.tensors[n].element))
         for n in tensors
     ]
     with ir.InsertionPoint(module.body), _location(file, definition.source.pos):
@@ -209,9 +215,9 @@ class _Lowering:
             rhs = self.convert(self.expr(source.rhs, ivs, reads, statement), element)
             point = [ivs[i] for i in statement.indices]
             if source.op != "=":
-                current = _Value(self.load_at(target, point), element)
+                current = _Value(_from_memory(self.load_at(target, point), element), element)
                 rhs = self.combine(source.op, current, rhs)
-            self.store_at(rhs.value, target, point)
+            self.store_at(_to_memory(rhs.value, element), target, point)
 
         self.nest(loops, body)
         if snapshot is not None:
@@ -248,7 +254,7 @@ class _Lowering:
         self, source: ast.Comprehension, element: str, target: ir.Value, ivs: dict[str, ir.Value]
     ) -> None:
         identity = _identity(source.op, element)
-        value = arith.constant(element_type(element), identity)
+        value = arith.constant(memory_type(element), identity)
         self.store_at(value, target, [ivs[i.name] for i in source.indices])
 
     def read(
@@ -343,7 +349,7 @@ class _Lowering:
                 loaded = affine.AffineLoadOp(
                     ir.MemRefType(mem.type).element_type, mem, [], ir.AffineMap.get_empty()
                 ).result
-                return _Value(loaded, kind)
+                return _Value(_from_memory(loaded, kind), kind)
             return _Value(
                 arith.constant(ir.IntegerType.get_signless(64), self.sizes[expr.name]), "i64"
             )
@@ -352,7 +358,7 @@ class _Lowering:
             return _Value(arith.constant(ir.IntegerType.get_signless(64), extent), "i64")
         if isinstance(expr, ast.Apply):
             if expr.name in env:
-                return _Value(self.read(expr, ivs, env, statement), kind)
+                return _Value(_from_memory(self.read(expr, ivs, env, statement), kind), kind)
             args = [self.expr(a, ivs, env, statement) for a in expr.args]
             return self.builtin(expr.name, [self.convert(a, kind) for a in args], kind)
         if isinstance(expr, ast.Unary):
@@ -472,6 +478,19 @@ class _Lowering:
             return _Value(v, to)
         unsigned = source.startswith("u") or source == "i1"
         return _Value(arith.extui(target, v) if unsigned else arith.extsi(target, v), to)
+
+
+def _from_memory(value: ir.Value, element: str) -> ir.Value:
+    """A loaded element as the expression computes with it (a boolean's byte as an i1)."""
+    if element != "i1":
+        return value
+    zero = arith.constant(memory_type(element), 0)
+    return arith.cmpi(arith.CmpIPredicate.ne, value, zero)
+
+
+def _to_memory(value: ir.Value, element: str) -> ir.Value:
+    """A computed element as memory holds it (an i1 as a 0 or 1 byte)."""
+    return arith.extui(memory_type(element), value) if element == "i1" else value
 
 
 def _identity(op: str, element: str) -> int | float:
