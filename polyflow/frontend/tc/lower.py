@@ -26,7 +26,7 @@ from mlir.dialects import affine, arith, func, llvm, math, memref
 from polyflow.frontend.c import CABI_PREFIX
 
 from . import syntax as ast
-from .checks import FLOATS, CheckedCall, CheckedComprehension
+from .checks import FLOATS, CheckedCall, CheckedComprehension, join
 from .ranges import InferredDefinition, Specialized, specialize
 
 GATHER_ATTR = "polyflow.gather"
@@ -521,8 +521,6 @@ def _operand_type(
     right: _Value,
 ) -> str:
     """The type two compared operands are converted to: as for arithmetic."""
-    from .checks import join
-
     if isinstance(left_expr, ast.Number) and not isinstance(right_expr, ast.Number):
         if left.element not in FLOATS or right.element in FLOATS:
             return right.element

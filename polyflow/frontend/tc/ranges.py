@@ -102,7 +102,7 @@ def specialize(inferred: InferredDefinition, sizes: Mapping[str, int], *, source
                file: str = "<tc>") -> Specialized:  # fmt: skip
     """`inferred` evaluated for `sizes` (every size name of the signature bound); a
     `CompileError` when a range is empty or a read leaves its tensor."""
-    fail = _failer(source, file)
+    fail = _Fail(source, file)
     shapes = {
         name: tuple(dim.evaluate(sizes) for dim in dims) for name, dims in inferred.shapes.items()
     }
@@ -143,7 +143,7 @@ class _Inference:
         callees: Mapping[str, InferredDefinition],
     ) -> None:
         self.definition = definition
-        self.fail = _failer(source, file)
+        self.fail = _Fail(source, file)
         self.callees = callees
         self.shapes: dict[str, tuple[Size, ...]] = {}
         for tensor in definition.tensors.values():
@@ -395,10 +395,6 @@ class _Fail:
             column=pos.column,
             source_line=source_line(self.source, pos.line),
         )
-
-
-def _failer(source: str, file: str) -> _Fail:
-    return _Fail(source, file)
 
 
 def _declared_at(definition: CheckedDefinition, name: str) -> ast.Pos:
