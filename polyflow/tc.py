@@ -250,26 +250,14 @@ def _build(
     options: Options,
 ) -> _Compiled:
     from mlir import ir
-    from mlir.execution_engine import ExecutionEngine
 
-    from polyflow.backend.jit import runtime_libraries
+    from polyflow.backend.jit import jit_module
     from polyflow.frontend.tc.lower import CABI_PREFIX, lower_definition
-    from polyflow.pipeline import run_pipeline
 
     context = ir.Context()
     with context, ir.Location.unknown():
         module = lower_definition(specialized, callees=callees, source=source, file=file)
-        result = run_pipeline(
-            module,
-            options,
-            stop_after="llvm-dialect",
-            keep=frozenset({"mlir", "affine", "affine-opt", "llvm-dialect"}),
-        )
-        engine = ExecutionEngine(
-            result.module,
-            opt_level=0 if options.opt_level == 0 else 3,
-            shared_libs=runtime_libraries(result.module),
-        )
+        engine, result = jit_module(module, options)
     name = specialized.inferred.definition.name
     address = engine.raw_lookup(CABI_PREFIX + name)
     if not address:

@@ -26,7 +26,7 @@ from polyflow.frontend.c import (
 from polyflow.frontend.c_parse import parse_c
 from polyflow.frontend.c_types import Array, Scalar, Unsupported, Void
 from polyflow.options import Options
-from polyflow.pipeline import run_pipeline
+from polyflow.pipeline import PipelineResult, run_pipeline
 
 _CTYPES = {
     ("float", 32, True): ctypes.c_float,
@@ -242,20 +242,27 @@ def compile_c(
             f"no function named '{entry}' to compile (compilable functions: {known})", file=filename
         )
     with cmod.context:
-        result = run_pipeline(
-            cmod.module,
-            options,
-            stop_after="llvm-dialect",
-            keep=frozenset({"mlir", "affine", "affine-opt", "llvm-dialect"}),
-        )
-        engine = ExecutionEngine(
-            result.module,
-            opt_level=0 if options.opt_level == 0 else 3,
-            shared_libs=runtime_libraries(result.module),
-        )
+        engine, result = jit_module(cmod.module, options)
     return CompiledFunction(
         engine, cmod.functions[entry], cmod, result.stages, result.warnings, result.notes
     )
+
+
+def jit_module(module: Any, options: Options) -> tuple[ExecutionEngine, PipelineResult]:
+    """`module` (frontend MLIR) through the pipeline and into an execution engine, keeping the
+    IR of every MLIR stage; run inside the module's context."""
+    result = run_pipeline(
+        module,
+        options,
+        stop_after="llvm-dialect",
+        keep=frozenset({"mlir", "affine", "affine-opt", "llvm-dialect"}),
+    )
+    engine = ExecutionEngine(
+        result.module,
+        opt_level=0 if options.opt_level == 0 else 3,
+        shared_libs=runtime_libraries(result.module),
+    )
+    return engine, result
 
 
 def runtime_libraries(module: Any) -> list[str]:

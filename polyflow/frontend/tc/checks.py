@@ -25,10 +25,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from polyflow.errors import CompileError
-
 from . import syntax as ast
-from .lexer import source_line
+from .lexer import error_at
 
 # Canonical element types, narrowest first within each family.
 FLOATS = ("f16", "f32", "f64")
@@ -152,13 +150,7 @@ class _Checker:
         self.size_names: list[str] = []
 
     def fail(self, message: str, pos: ast.Pos) -> NoReturn:
-        raise CompileError(
-            message,
-            file=self.file,
-            line=pos.line,
-            column=pos.column,
-            source_line=source_line(self.source, pos.line),
-        )
+        raise error_at(message, self.source, self.file, pos.line, pos.column)
 
     # ----- signature
 

@@ -63,13 +63,7 @@ def tokenize(source: str, *, file: str = "<tc>") -> list[Token]:
         match = _TOKEN.match(source, pos)
         column = pos - line_start + 1
         if match is None:
-            raise CompileError(
-                f"unexpected character '{source[pos]}'",
-                file=file,
-                line=line,
-                column=column,
-                source_line=source_line(source, line),
-            )
+            raise error_at(f"unexpected character '{source[pos]}'", source, file, line, column)
         kind = match.lastgroup
         text = match.group()
         if kind == "newline":
@@ -85,6 +79,13 @@ def tokenize(source: str, *, file: str = "<tc>") -> list[Token]:
         pos = match.end()
     tokens.append(Token(Kind.EOF, "", line, pos - line_start + 1))
     return tokens
+
+
+def error_at(message: str, source: str, file: str, line: int, column: int) -> CompileError:
+    """The `CompileError` for `message` at `line`:`column` of `source`, with its caret line."""
+    return CompileError(
+        message, file=file, line=line, column=column, source_line=source_line(source, line)
+    )
 
 
 def source_line(source: str, line: int) -> str | None:

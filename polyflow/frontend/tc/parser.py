@@ -20,10 +20,8 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from polyflow.errors import CompileError
-
 from . import syntax as ast
-from .lexer import Kind, Token, source_line, tokenize
+from .lexer import Kind, Token, error_at, tokenize
 
 # Element types a tensor may have, as written (`int` is int32).
 ELEMENT_TYPES = frozenset(
@@ -95,13 +93,7 @@ class _Parser:
 
     def fail(self, message: str, token: Token | None = None) -> NoReturn:
         token = token or self.token
-        raise CompileError(
-            message,
-            file=self.file,
-            line=token.line,
-            column=token.column,
-            source_line=source_line(self.source, token.line),
-        )
+        raise error_at(message, self.source, self.file, token.line, token.column)
 
     @staticmethod
     def pos(token: Token) -> ast.Pos:

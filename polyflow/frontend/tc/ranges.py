@@ -28,11 +28,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NoReturn
 
-from polyflow.errors import CompileError
-
 from . import syntax as ast
 from .checks import CheckedCall, CheckedComprehension, CheckedDefinition, Read
-from .lexer import source_line
+from .lexer import error_at
 from .sizes import Size, largest, smallest
 
 
@@ -388,13 +386,7 @@ class _Fail:
         self.file = file
 
     def __call__(self, message: str, pos: ast.Pos) -> NoReturn:
-        raise CompileError(
-            message,
-            file=self.file,
-            line=pos.line,
-            column=pos.column,
-            source_line=source_line(self.source, pos.line),
-        )
+        raise error_at(message, self.source, self.file, pos.line, pos.column)
 
 
 def _declared_at(definition: CheckedDefinition, name: str) -> ast.Pos:
