@@ -18,10 +18,13 @@ offending token, naming what was expected.
 
 from __future__ import annotations
 
-from typing import NoReturn
+from collections.abc import Callable
+from typing import NoReturn, TypeVar
 
 from . import syntax as ast
 from .lexer import Kind, Token, error_at, tokenize
+
+_T = TypeVar("_T")
 
 # Element types a tensor may have, as written (`int` is int32).
 ELEMENT_TYPES = frozenset(
@@ -91,6 +94,23 @@ class _Parser:
             self.fail(f"expected {what}, found {self.token.describe()}")
         return self.advance()
 
+    def name(self, what: str) -> ast.Name:
+        token = self.identifier(what)
+        return ast.Name(token.text, self.pos(token))
+
+    def separated(self, item: Callable[[], _T]) -> list[_T]:
+        """One or more `item`s separated by commas."""
+        items = [item()]
+        while self.accept(","):
+            items.append(item())
+        return items
+
+    def until_closing(self, item: Callable[[], _T], expected: str) -> list[_T]:
+        """Zero or more `item`s separated by commas, then the ')' closing them."""
+        items = [] if self.is_symbol(")") else self.separated(item)
+        self.expect(")", expected)
+        return items
+
     def fail(self, message: str, token: Token | None = None) -> NoReturn:
         token = token or self.token
         raise error_at(message, self.source, self.file, token.line, token.column)
@@ -116,20 +136,10 @@ class _Parser:
         self.advance()
         name = self.identifier("the definition's name").text
         self.expect("(", "'(' and the parameters")
-        params: list[ast.Param] = []
-        if not self.is_symbol(")"):
-            params.append(self.param())
-            while self.accept(","):
-                params.append(self.param())
-        self.expect(")", "',' or ')' after a parameter")
+        params = self.until_closing(self.param, "',' or ')' after a parameter")
         self.expect("->", "'->' and the outputs")
         self.expect("(", "'(' and the outputs")
-        outputs: list[ast.Output] = []
-        if not self.is_symbol(")"):
-            outputs.append(self.output())
-            while self.accept(","):
-                outputs.append(self.output())
-        self.expect(")", "',' or ')' after an output")
+        outputs = self.until_closing(self.output, "',' or ')' after an output")
         self.expect("{", "'{' and the statements")
         body: list[ast.Statement] = []
         while not self.is_symbol("}"):
@@ -148,19 +158,19 @@ class _Parser:
         self.advance()
         dims: list[str | int] = []
         if self.accept("("):
-            while True:
-                dim = self.token
-                if dim.kind is Kind.IDENT:
-                    dims.append(dim.text)
-                elif dim.kind is Kind.INT:
-                    dims.append(int(dim.text))
-                else:
-                    self.fail(f"expected a size (a name or an integer), found {dim.describe()}")
-                self.advance()
-                if not self.accept(","):
-                    break
+            dims = self.separated(self.dim)
             self.expect(")", "',' or ')' after a size")
         return ast.TensorType(token.text, tuple(dims), self.pos(token))
+
+    def dim(self) -> str | int:
+        dim = self.token
+        if dim.kind is Kind.IDENT:
+            self.advance()
+            return dim.text
+        if dim.kind is Kind.INT:
+            self.advance()
+            return int(dim.text)
+        self.fail(f"expected a size (a name or an integer), found {dim.describe()}")
 
     def param(self) -> ast.Param:
         start = self.token
@@ -188,14 +198,10 @@ class _Parser:
         if self.is_symbol(",") or self.is_symbol("="):
             return self.call_statement(start)
         self.expect("(", "'(' and the indices of the tensor written")
-        indices: list[ast.Name] = []
-        if not self.is_symbol(")"):
-            while True:
-                index = self.identifier("an index name (left-hand sides take plain indices)")
-                indices.append(ast.Name(index.text, self.pos(index)))
-                if not self.accept(","):
-                    break
-        self.expect(")", "',' or ')' after an index")
+        indices = self.until_closing(
+            lambda: self.name("an index name (left-hand sides take plain indices)"),
+            "',' or ')' after an index",
+        )
         op = self.assignment()
         init = False
         if op != "=" and self.is_symbol("!"):
@@ -205,9 +211,7 @@ class _Parser:
         ranges: list[ast.RangeClause] = []
         if self.is_word("where"):
             self.advance()
-            ranges.append(self.range_clause())
-            while self.accept(","):
-                ranges.append(self.range_clause())
+            ranges = self.separated(self.range_clause)
         return ast.Comprehension(
             start.text, tuple(indices), op, init, rhs, tuple(ranges), self.pos(start)
         )
@@ -230,19 +234,14 @@ class _Parser:
     def call_statement(self, first: Token) -> ast.CallStatement:
         outputs = [ast.Name(first.text, self.pos(first))]
         while self.accept(","):
-            token = self.identifier("an output name")
-            outputs.append(ast.Name(token.text, self.pos(token)))
+            outputs.append(self.name("an output name"))
         self.expect("=", "'=' and the called definition")
         callee = self.identifier("the name of the definition called")
         self.expect("(", "'(' and the arguments")
-        args: list[ast.Name] = []
-        if not self.is_symbol(")"):
-            while True:
-                token = self.identifier("a tensor name (calls take whole tensors)")
-                args.append(ast.Name(token.text, self.pos(token)))
-                if not self.accept(","):
-                    break
-        self.expect(")", "',' or ')' after an argument")
+        args = self.until_closing(
+            lambda: self.name("a tensor name (calls take whole tensors)"),
+            "',' or ')' after an argument",
+        )
         return ast.CallStatement(tuple(outputs), callee.text, tuple(args), self.pos(first))
 
     def range_clause(self) -> ast.RangeClause:
@@ -304,12 +303,7 @@ class _Parser:
             self.advance()
             if self.is_symbol("("):
                 self.advance()
-                args: list[ast.Expr] = []
-                if not self.is_symbol(")"):
-                    args.append(self.expr())
-                    while self.accept(","):
-                        args.append(self.expr())
-                self.expect(")", "',' or ')' after an argument")
+                args = self.until_closing(self.expr, "',' or ')' after an argument")
                 return ast.Apply(token.text, tuple(args), self.pos(token))
             if self.is_symbol("."):
                 self.advance()
