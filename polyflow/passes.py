@@ -21,6 +21,7 @@ PASSES: dict[str, str] = {
     "raise-delinearize": "polyflow.raise.delinearize:RaiseDelinearize",
     "raise-reductions": "polyflow.raise.reductions:RaiseReductions",
     "schedule-split-statements": "polyflow.schedule.split:SplitStatements",
+    "schedule-dead-scalars": "polyflow.schedule.dead_scalars:ScheduleDeadScalars",
     "schedule-parallelize": "polyflow.schedule.parallelize:ScheduleParallelize",
 }
 

@@ -53,8 +53,9 @@ NOTES_ATTR = "polyflow.schedule_notes"
 NOT_AFFINE_ATTR = "polyflow.not_affine"
 
 # After code generation: scratchpads back to SSA values, reductions marked again (the
-# parallelizer reads the marks), the generated bounds and subscripts folded.
-CLEANUP_PIPELINE = "raise-mem2reg,raise-reductions,canonicalize,cse"
+# parallelizer reads the marks), scratchpad state nothing reads dropped (a loop carrying it
+# cannot run in parallel), the generated bounds and subscripts folded.
+CLEANUP_PIPELINE = "raise-mem2reg,raise-reductions,schedule-dead-scalars,canonicalize,cse"
 
 
 class _StepFailed(Exception):
