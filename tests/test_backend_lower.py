@@ -10,7 +10,12 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 import polyflow
-from polyflow.backend.lower import PARALLEL_TO_OPENMP, hoist_loop_allocas, lower_to_llvm_dialect
+from polyflow.backend.lower import (
+    PARALLEL_TO_OPENMP,
+    hoist_loop_allocas,
+    lower_to_llvm_dialect,
+    schedule_tile_loops_dynamically,
+)
 
 REDUCTION_IN_A_LOOP = """
 func.func @rows(%A: memref<100x100xf64>, %out: memref<100xf64>) {
@@ -58,6 +63,34 @@ def test_the_whole_lowering_verifies() -> None:
         lower_to_llvm_dialect(module)
         module.operation.verify()
         assert "omp.wsloop" in str(module)
+
+
+TILES_AND_ROWS = """
+func.func @f(%A: memref<128x128xf64>, %x: memref<128xf64>) {
+  %c = arith.constant 1.0 : f64
+  affine.parallel (%t) = (0) to (128) step (32) {
+    affine.for %i = #map(%t) to #map1(%t) {
+      affine.store %c, %A[%i, %i] : memref<128x128xf64>
+    }
+  }
+  affine.parallel (%i) = (0) to (128) {
+    affine.store %c, %x[%i] : memref<128xf64>
+  }
+  return
+}
+"""
+
+
+def test_loops_over_tiles_are_scheduled_dynamically_and_others_statically() -> None:
+    with ir.Context():
+        text = "#map = affine_map<(d0) -> (d0)>\n#map1 = affine_map<(d0) -> (d0 + 32)>\n"
+        module = ir.Module.parse(text + TILES_AND_ROWS)
+        PassManager.parse(f"builtin.module({PARALLEL_TO_OPENMP})").run(module.operation)
+        schedule_tile_loops_dynamically(module)
+        module.operation.verify()
+        loops = re.findall(r"omp\.wsloop[^{]*\{", str(module))
+        assert len(loops) == 2
+        assert "schedule(dynamic)" in loops[0] and "schedule" not in loops[1]
 
 
 SOURCE = """

@@ -136,7 +136,7 @@ int main(void) {
 }
 """,
 }
-POLYBENCH = ["gemm", "atax", "jacobi-2d", "covariance"]
+POLYBENCH = ["gemm", "atax", "jacobi-2d", "covariance", "deriche"]
 EXPECT_PARALLEL = {"matvec_stencil", "reductions", "row_recurrence", *POLYBENCH}
 
 
@@ -201,6 +201,20 @@ def test_polybench_mini_at_o3_matches_gcc(kernel: str, tmp_path: Path) -> None:
     report = _build_and_compare(KERNELS_DIR / f"{kernel}.c", tmp_path, flags, options)
     assert f"kernel_{kernel.replace('-', '_')}" in report.compiled
     assert report.parallel
+
+
+@pytest.mark.parametrize("kernel", ["lu", "cholesky"])
+def test_blocked_factorizations_run_parallel_tiles_and_match_gcc(
+    kernel: str, tmp_path: Path
+) -> None:
+    # MEDIUM: their 1.2 MB matrices are tiled (at MINI they fit in cache and stay untiled)
+    flags = [f"-I{HARNESS_DIR}", "-DMEDIUM_DATASET"]
+    options = O3.model_copy(
+        update={"include_dirs": (str(HARNESS_DIR),), "defines": ("MEDIUM_DATASET",)}
+    )
+    report = _build_and_compare(KERNELS_DIR / f"{kernel}.c", tmp_path, flags, options)
+    assert report.parallel
+    assert "polyflow.parallel_tiles" in "".join(report.schedules.values())
 
 
 @pytest.mark.parametrize("kernel", ["jacobi-2d", "seidel-2d", "fdtd-2d"])

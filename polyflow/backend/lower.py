@@ -75,12 +75,44 @@ def lower_to_llvm_dialect(module: ir.Module) -> ir.Module:
         if has_parallel_loops(module):
             PassManager.parse(f"builtin.module({PARALLEL_TO_OPENMP})").run(module.operation)
             hoist_loop_allocas(module)
+            schedule_tile_loops_dynamically(module)
             pipeline = LOWER_PARALLEL_TO_LLVM
         else:
             pipeline = LOWER_TO_LLVM
         PassManager.parse(f"builtin.module({pipeline})").run(module.operation)
         _mark_noalias_pointers(module, noalias)
     return module
+
+
+def schedule_tile_loops_dynamically(module: ir.Module) -> ir.Module:
+    """Give each OpenMP loop over tiles (a constant step above 1) a dynamic schedule: the tiles
+    of a triangular nest hold unequal work, and the static split gave one of two threads three
+    quarters of cholesky's trailing update (1.33x on 2 threads instead of 1.8x)."""
+    dynamic = ir.Attribute.parse("#omp<schedulekind dynamic>")
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "omp.wsloop" and "schedule_kind" not in op.attributes:
+            nest = op.regions[0].blocks[0].operations[0].operation
+            if nest.name == "omp.loop_nest" and all(_constant_above_one(s) for s in _steps(nest)):
+                op.attributes["schedule_kind"] = dynamic
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return module
+
+
+def _steps(nest: ir.Operation) -> list[ir.Value]:
+    operands = list(nest.operands)
+    rank = len(operands) // 3  # lower bounds, upper bounds, steps
+    return operands[2 * rank :]
+
+
+def _constant_above_one(value: ir.Value) -> bool:
+    owner = value.owner
+    if not isinstance(owner, ir.OpView) or owner.operation.name != "arith.constant":
+        return False
+    attr = owner.attributes["value"]
+    return isinstance(attr, ir.IntegerAttr) and attr.value > 1
 
 
 def hoist_loop_allocas(module: ir.Module) -> ir.Module:

@@ -23,6 +23,7 @@ from mlir.dialects import affine
 
 from . import isl_helpers as ih
 from .model import Scop, ScopRegion, StatementOps
+from .panels import PARALLEL_TILES_MARK
 from .parallelize import INDEPENDENT_ATTR, WAVEFRONT_ATTR
 from .tiling import WAVEFRONT_MARK
 
@@ -329,7 +330,8 @@ class _Emitter:
             for child in node.children:
                 self.node(child, ip, env)
         elif isinstance(node, ih.AstMark):
-            saved, self._wavefront = self._wavefront, node.mark == WAVEFRONT_MARK
+            parallel = node.mark in (WAVEFRONT_MARK, PARALLEL_TILES_MARK)
+            saved, self._wavefront = self._wavefront, parallel
             self.node(node.child, ip, env)
             self._wavefront = saved
         elif isinstance(node, ih.AstFor):

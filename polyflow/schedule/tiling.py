@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING
 import islpy as isl
 
 from .isl_helpers import carries_at, maps_of, sets_of
+from .panels import split_dependence_sources
 from .scheduler import check_schedule_legal
 
 if TYPE_CHECKING:
@@ -170,6 +171,8 @@ def _tile_subtree(
                 node = node.parent()
             if options.parallel and options.wavefront and skewed and validity is not None:
                 node = _wavefront(node, sizes, validity, coarsen=not options.tile_second_level)
+            elif options.parallel and validity is not None and not options.tile_second_level:
+                node = split_dependence_sources(node, validity)
             return node
         # Not worth tiling (or tiling is off): still put the contiguous loop innermost, then
         # look for tileable bands further down.
