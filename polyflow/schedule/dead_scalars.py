@@ -39,6 +39,11 @@ def _scalar_access(op: ir.Operation) -> tuple[ir.Value, bool] | None:
     return None
 
 
+def _user(use: Any) -> ir.Operation:
+    """The op holding operand `use`."""
+    return use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+
+
 def _candidates(fn: ir.Operation) -> set[ir.Value]:
     """The function-local rank-0 scalars of `fn` accessed only by loads and stores in the
     structured ops this pass understands."""
@@ -56,7 +61,7 @@ def _candidates(fn: ir.Operation) -> set[ir.Value]:
 
 
 def _is_plain_access(use: Any, value: ir.Value, fn: ir.Operation) -> bool:
-    user = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+    user = _user(use)
     access = _scalar_access(user)
     if access is None or access[0] != value:
         return False
@@ -80,17 +85,16 @@ class _Liveness:
         self.holders: set[ir.Operation] = set()
         for scalar in candidates:
             for use in scalar.uses:
-                owner = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
-                parent = owner.parent
+                parent = _user(use).parent
                 while parent is not None and parent != fn:
                     self.holders.add(parent)
                     parent = parent.parent
 
     def block(self, block: ir.Block, live_after: frozenset[ir.Value], record: bool) -> frozenset:
-        live = set(live_after)
+        live = live_after
         for op in reversed(list(block.operations)):
-            live = set(self.op(op.operation, frozenset(live), record))
-        return frozenset(live)
+            live = self.op(op.operation, live, record)
+        return live
 
     def op(self, op: ir.Operation, live_after: frozenset[ir.Value], record: bool) -> frozenset:
         access = _scalar_access(op)
@@ -104,10 +108,9 @@ class _Liveness:
         if op not in self.holders:
             return live_after
         if op.name in _BRANCHES:
-            live: frozenset[ir.Value] = frozenset()
             branches = [r.blocks[0] for r in op.regions if len(r.blocks) > 0]
-            if len(branches) < len(op.regions) or not branches or len(op.regions) == 1:
-                live = live_after  # a branch that does nothing (no else)
+            # without an else, control may pass the op by: what is live after it stays live
+            live = live_after if len(branches) < 2 else frozenset()
             for body in branches:
                 live = live | self.block(body, live_after, record)
             return live
@@ -137,11 +140,7 @@ def _unused_carried(loop: ir.Operation) -> list[int]:
         if list(result.uses):
             continue
         arg = body.arguments[1 + index]
-        if all(
-            (use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner) == yield_op
-            and use.operand_number == index
-            for use in arg.uses
-        ):
+        if all(_user(use) == yield_op and use.operand_number == index for use in arg.uses):
             out.append(index)
     return out
 

@@ -519,6 +519,20 @@ def carries_at(dependences: isl.UnionMap, schedule: isl.UnionMap, dim: int) -> b
     return False
 
 
+def band_time(node: isl.ScheduleNode) -> isl.UnionMap:
+    """Each instance under band `node` → its outer loops' values followed by the band's."""
+    return node.get_prefix_schedule_union_map().flat_range_product(
+        node.band_get_partial_schedule_union_map()
+    )
+
+
+def carries_dependence(node: isl.ScheduleNode, member: int, validity: isl.UnionMap) -> bool:
+    """Whether some dependence of `validity` between instances under band `node` has the same
+    values in every outer loop and the band's members before `member`, and different ones in
+    `member`."""
+    return carries_at(validity, band_time(node), node.get_schedule_depth() + member)
+
+
 # isl operations one loop's independence check may take (see `_IndependenceCheck`).
 INDEPENDENCE_MAX_OPERATIONS = 1_000_000
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from .isl_helpers import carries_at
+from .isl_helpers import band_time, carries_dependence, sets_of
 
 # The mark above a band of tiles that run in parallel (codegen tags the loop below it).
 PARALLEL_TILES_MARK = "polyflow.parallel_tiles"
@@ -36,17 +36,6 @@ SPLIT_MAX_OPERATIONS = 2_000_000
 SAMPLE_PARAMETER = 512
 # The parallel tiles must outnumber the sequential ones this many times.
 MIN_PARALLEL_SHARE = 2
-
-
-def _band_schedule(band: isl.ScheduleNode) -> isl.UnionMap:
-    """Each instance under `band` → its outer loops' values followed by the band's."""
-    return band.get_prefix_schedule_union_map().flat_range_product(
-        band.band_get_partial_schedule_union_map()
-    )
-
-
-def _carries(band: isl.ScheduleNode, member: int, validity: isl.UnionMap) -> bool:
-    return carries_at(validity, _band_schedule(band), band.get_schedule_depth() + member)
 
 
 def _same_step(n_outer: int, n_dims: int) -> isl.Map:
@@ -62,8 +51,7 @@ def _same_step(n_outer: int, n_dims: int) -> isl.Map:
 def _count_at_sample(tiles: isl.UnionSet) -> int | None:
     """How many points `tiles` (in one unnamed space) has with every parameter at
     `SAMPLE_PARAMETER`; None when that cannot be told."""
-    sets: list[isl.Set] = []
-    tiles.foreach_set(sets.append)
+    sets = sets_of(tiles)
     if len(sets) != 1:
         return None
     one = sets[0]
@@ -80,7 +68,7 @@ def _count_at_sample(tiles: isl.UnionSet) -> int | None:
 def _split_once(band: isl.ScheduleNode, validity: isl.UnionMap, levels: int) -> isl.ScheduleNode:
     """`band` (below the step loops) with its instances split into [sources, others] as the
     module docstring says, recursively on the sources; unchanged when that does not pay."""
-    schedule = _band_schedule(band)
+    schedule = band_time(band)
     instances = band.get_domain()
     deps = validity.intersect_domain(instances).intersect_range(instances)
     n_outer = band.get_schedule_depth()
@@ -117,7 +105,7 @@ def split_dependence_sources(band: isl.ScheduleNode, validity: isl.UnionMap) -> 
     sources first and the others in parallel (module docstring); returns the node at `band`'s
     position, `band` itself when nothing changes."""
     n_member = band.band_n_member()
-    if n_member < 2 or not _carries(band, 0, validity) or not _carries(band, 1, validity):
+    if n_member < 2 or not all(carries_dependence(band, m, validity) for m in (0, 1)):
         return band
     ctx = band.get_ctx()
     saved = ctx.get_max_operations()

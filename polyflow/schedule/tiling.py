@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING
 
 import islpy as isl
 
-from .isl_helpers import carries_at, maps_of, sets_of
+from .isl_helpers import carries_dependence, maps_of, sets_of
 from .panels import split_dependence_sources
 from .scheduler import check_schedule_legal
 
@@ -229,16 +229,6 @@ def _wavefront(
         return wavefront.delete().insert_partial_schedule(partial).band_set_permutable(1)
     wavefront = wavefront.band_split(1)
     return wavefront.child(0).insert_mark(isl.Id(WAVEFRONT_MARK)).parent()
-
-
-def carries_dependence(node: isl.ScheduleNode, member: int, validity: isl.UnionMap) -> bool:
-    """Whether some dependence of `validity` between instances under the band has the same
-    values in every outer loop and the band's members before `member`, and different ones in
-    `member`."""
-    schedule = node.get_prefix_schedule_union_map().flat_range_product(
-        node.band_get_partial_schedule_union_map()
-    )
-    return carries_at(validity, schedule, node.get_schedule_depth() + member)
 
 
 def _is_permutable_band(node: isl.ScheduleNode) -> bool:
