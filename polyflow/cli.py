@@ -131,6 +131,12 @@ def _add_polyhedral_arguments(build: argparse.ArgumentParser) -> None:
         "--no-split", dest="split", action="store_false", help="do not split statements"
     )
     group.add_argument(
+        "--no-index-split",
+        dest="index_split",
+        action="store_false",
+        help="do not cut loops at the one iteration their dependences start or end at",
+    )
+    group.add_argument(
         "--no-parallel",
         dest="parallel",
         action="store_false",
@@ -215,6 +221,7 @@ def _polyhedral_options(args: argparse.Namespace) -> dict[str, Any]:
         "tile_second_level": args.tile_second_level,
         "wavefront": args.wavefront,
         "split": args.split,
+        "index_split": args.index_split,
         "parallel": args.parallel,
         "parallel_reductions": args.parallel_reductions,
         "min_parallel_trip": args.min_parallel_trip,

@@ -82,6 +82,12 @@ class Options(BaseModel):
         description="with `parallel`, run tile bands with no parallel tile loop (time-tiled "
         "stencils) as wavefronts of blocks of 2x2 tiles, so that blocks run in parallel",
     )
+    index_split: bool = Field(
+        default=True,
+        description="cut a loop whose carried dependences all start or end at one iteration "
+        "into the iterations before, at and after it, so the pieces run in parallel or "
+        "vectorize (floyd-warshall's i and j at k)",
+    )
     split: bool = Field(
         default=True,
         description="split statements the way Polygeist does (reduction right-hand sides with "

@@ -217,6 +217,30 @@ def test_blocked_factorizations_run_parallel_tiles_and_match_gcc(
     assert "polyflow.parallel_tiles" in "".join(report.schedules.values())
 
 
+def test_index_split_floyd_warshall_runs_parallel_and_matches_gcc(tmp_path: Path) -> None:
+    # MEDIUM (N = 500): i and j are split at k, the pieces of i run in parallel
+    flags = [f"-I{HARNESS_DIR}", "-DMEDIUM_DATASET"]
+    options = O3.model_copy(
+        update={"include_dirs": (str(HARNESS_DIR),), "defines": ("MEDIUM_DATASET",)}
+    )
+    report = _build_and_compare(KERNELS_DIR / "floyd-warshall.c", tmp_path, flags, options)
+    assert "kernel_floyd_warshall" in report.parallel_functions
+    assert "sequence" in report.schedules["kernel_floyd_warshall"]
+    unsplit = options.model_copy(update={"index_split": False})
+    report = _build_and_compare(KERNELS_DIR / "floyd-warshall.c", tmp_path, flags, unsplit)
+    assert "kernel_floyd_warshall" not in report.parallel_functions
+
+
+def test_index_split_on_variable_length_arrays_matches_gcc(tmp_path: Path) -> None:
+    # int and double (fmin) floyd-warshall on n x n VLAs, next to other functions; untiled (with
+    # the arrays' extent unknown, tiling takes the band, and tiled bands are not split)
+    src = Path(__file__).parent / "programs" / "floyd_warshall.c"
+    report = _build_and_compare(src, tmp_path, [], O3.model_copy(update={"tile": False}))
+    for kernel in ("kernel_floyd_warshall", "kernel_floyd_double"):
+        assert "sequence" in report.schedules[kernel]
+        assert kernel in report.parallel_functions
+
+
 @pytest.mark.parametrize("kernel", ["jacobi-2d", "seidel-2d", "fdtd-2d"])
 def test_wavefronts_of_stencil_tiles_match_gcc(kernel: str, tmp_path: Path) -> None:
     flags = [f"-I{HARNESS_DIR}", "-DSMALL_DATASET"]
@@ -373,6 +397,10 @@ def test_cli_switches_parse_into_options() -> None:
     assert options.tile and options.split and options.parallel
     assert options.parallel_reductions and options.tile_sizes is None and options.wavefront
     assert not options_from_args(parse_args(["build", "k.c", "-O3", "--no-wavefront"])).wavefront
+    assert options.index_split
+    assert not options_from_args(
+        parse_args(["build", "k.c", "-O3", "--no-index-split"])
+    ).index_split
     options = options_from_args(
         parse_args(
             [

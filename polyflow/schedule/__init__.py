@@ -8,7 +8,8 @@ raising stage works on (not the C-ABI entries `__polyflow_*`, not functions mark
 1. rescheduling (`options.schedule`): statement splitting (`schedule-split-statements`, with
    `options.split`) → `extract_scops` (model.py) → per scop `compute_dependences`
    (dependences.py) → `schedule_scop` (scheduler.py) → `tile_schedule` (tiling.py; it honours
-   `options.tile`) → `check_schedule_legal` on the final schedule → `generate` (codegen.py) →
+   `options.tile`, and splits the index sets of bands it leaves untiled, index_split.py) →
+   `check_schedule_legal` on the final schedule → `generate` (codegen.py) →
    cleanups (raise-mem2reg, raise-reductions, canonicalize, cse);
 2. parallelization (`options.parallel`): `schedule-parallelize` (parallelize.py).
 

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING
 
 import islpy as isl
 
+from .index_split import split_index_sets
 from .isl_helpers import carries_dependence, maps_of, sets_of
 from .panels import split_dependence_sources
 from .scheduler import check_schedule_legal
@@ -174,9 +175,14 @@ def _tile_subtree(
             elif options.parallel and validity is not None and not options.tile_second_level:
                 node = split_dependence_sources(node, validity)
             return node
-        # Not worth tiling (or tiling is off): still put the contiguous loop innermost, then
-        # look for tileable bands further down.
+        # Not worth tiling (or tiling is off): still put the contiguous loop innermost, cut
+        # loops whose dependences meet at one iteration, then look for tileable bands further
+        # down (a split band's pieces stay as they are).
         node = _reorder_for_locality(node, strides)
+        if options.index_split and validity is not None:
+            split = split_index_sets(node, validity, parallel=options.parallel)
+            if split is not node:
+                return split
     for pos in range(node.n_children()):
         node = _tile_subtree(
             node.child(pos),
