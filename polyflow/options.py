@@ -66,7 +66,8 @@ class Options(BaseModel):
         default="smart",
         description="how much the scheduler fuses: 'max' (serialize_sccs=0, fuse everything "
         "legal), 'min' (separate strongly connected components), 'smart' (fuse only what "
-        "shares data)",
+        "shares data: producers with consumers, and independent nests that read one large "
+        "array in the same order)",
     )
     tile: bool = Field(default=True, description="tile permutable bands")
     tile_sizes: tuple[int, ...] | None = Field(

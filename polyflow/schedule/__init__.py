@@ -7,7 +7,9 @@ raising stage works on (not the C-ABI entries `__polyflow_*`, not functions mark
 
 1. rescheduling (`options.schedule`): statement splitting (`schedule-split-statements`, with
    `options.split`) → `extract_scops` (model.py) → per scop `compute_dependences`
-   (dependences.py) → `schedule_scop` (scheduler.py) → `tile_schedule` (tiling.py; it honours
+   (dependences.py) → `schedule_scop` (scheduler.py) → with smart fusion, `fuse_shared_streams`
+   (stream_fusion.py: independent nests reading one large array in the same order share
+   loops) → `tile_schedule` (tiling.py; it honours
    `options.tile`, and splits the index sets of bands it leaves untiled, index_split.py) →
    `check_schedule_legal` on the final schedule → `generate` (codegen.py) →
    cleanups (raise-mem2reg, raise-reductions, canonicalize, cse);
@@ -43,6 +45,7 @@ from .scheduler import (
     deepest_skewed_band,
     schedule_scop,
 )
+from .stream_fusion import fuse_shared_streams
 from .tiling import describe_schedule, tile_schedule
 
 # `raise` is a Python keyword: load the raising package by name (it lies up the flow).
@@ -139,6 +142,12 @@ def reschedule_function(fn: ir.Operation, options: Options, notes: list[str]) ->
                     f"{footprint} bytes of data, which stay in cache anyway"
                 )
                 continue
+            if options.fusion == "smart":
+                fused = fuse_shared_streams(schedule, scop)
+                if check_schedule_legal(fused, deps.validity):
+                    schedule = fused
+                else:  # a set's children are independent: a bug, say so
+                    notes.append(f"{where}: fusing nests that share an array broke a dependence")
             tiled = tile_schedule(
                 schedule,
                 options=options,

@@ -65,8 +65,8 @@ def _pinned_iterations(carried: isl.Map) -> isl.Set | None:
     iterations are one function of the outer values; None otherwise."""
     pinned: isl.Set | None = None
     for piece in carried.get_basic_maps():
-        for end in (piece.domain(), piece.range()):
-            if _as_function(isl.Set.from_basic_set(end)).is_single_valued():
+        for end in (isl.Set.from_basic_set(piece.domain()), isl.Set.from_basic_set(piece.range())):
+            if _as_function(end).is_single_valued():
                 pinned = end if pinned is None else pinned.union(end)
                 break
         else:
