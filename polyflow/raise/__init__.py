@@ -1,8 +1,9 @@
 """Raising: the frontend's `scf`/`memref` code → `affine`, function by function, never wrong code.
 
-`raise_to_affine(module, options)` runs `RAISE_PIPELINE` (polyflow's raising passes with
-upstream cleanups between them) on every function of `module` that has a body, except the
-C-ABI entries (`__polyflow_*`, which have no loops) and functions marked `polyflow.no_raise`.
+`raise_to_affine(module, options)` inlines calls to scalar helpers (inline_calls.py), then runs
+`RAISE_PIPELINE` (polyflow's raising passes with upstream cleanups between them) on every
+function of `module` that has a body, except the C-ABI entries (`__polyflow_*`, which have no
+loops) and functions marked `polyflow.no_raise`.
 Each function is raised on its own copy: when a pass fails or raises an exception, that function
 keeps its frontend code, is marked `polyflow.not_affine = "<reason>"` and `raise_warnings` names
 it; the other functions are raised as usual. See CONTRACT.md for what the passes do.
@@ -24,6 +25,7 @@ from polyflow.frontend.c import CABI_PREFIX
 from polyflow.options import Options
 
 from .alias_guard import DISPATCHER_ATTR, NO_RAISE_ATTR, guard_argument_aliasing
+from .inline_calls import inline_scalar_calls
 
 # The raising sequence, on each function. The cleanups first fold the frontend's constants and
 # hoist the loop-invariant index casts of bounds, so that the passes see simple bounds; after
@@ -171,6 +173,7 @@ def raise_to_affine(
         ]
         if not targets:
             return module
+        inline_scalar_calls(module, targets)
         try:
             steps = _build_steps(passes.pipeline_elements(RAISE_PIPELINE))
         except Exception as exc:  # a pass that cannot be built: nothing is raised, and we say so
