@@ -55,20 +55,22 @@ class Raised:
         assert found, f"no raised function {name}"
         return found[-1]
 
-    def extract(self, name: str) -> Extraction:
+    def extract(self, name: str, *, expand_scalars: bool = True) -> Extraction:
         with self.context:
-            return find_scops(self.function(name))
+            return find_scops(self.function(name), expand_scalars=expand_scalars)
 
-    def scops(self, name: str) -> list[tuple[Scop, ScopRegion]]:
-        return self.extract(name).scops
+    def scops(self, name: str, *, expand_scalars: bool = True) -> list[tuple[Scop, ScopRegion]]:
+        return self.extract(name, expand_scalars=expand_scalars).scops
 
 
 def kernel(name: str) -> Raised:
     return Raised(KERNELS / f"{name}.c")
 
 
-def only_scop(raised: Raised, function: str) -> tuple[Scop, ScopRegion]:
-    scops = raised.scops(function)
+def only_scop(
+    raised: Raised, function: str, *, expand_scalars: bool = True
+) -> tuple[Scop, ScopRegion]:
+    scops = raised.scops(function, expand_scalars=expand_scalars)
     assert len(scops) == 1, [s.function for s, _ in scops]
     return scops[0]
 
@@ -302,7 +304,7 @@ def test_a_sum_stored_as_it_is_accumulates_in_its_element() -> None:
 
 def test_a_scalar_used_in_an_expression_goes_to_a_scratchpad() -> None:
     raised = Raised(ROWSUM.replace("EXPR", "s / m"), mini=False)
-    scop, region = only_scop(raised, "rowsum")
+    scop, region = only_scop(raised, "rowsum", expand_scalars=False)
     assert scop.arrays == {"A0": (), "A1": (50, 60), "A2": (50,)}
     assert [len(s.accesses) for s in scop.statements] == [1, 3, 2]
     p = "[P0, P1] -> { "
@@ -316,11 +318,32 @@ def test_a_scalar_used_in_an_expression_goes_to_a_scratchpad() -> None:
     scratch = region.arrays["A0"]
     assert scratch.owner.operation.name == "memref.alloca"
     deps = deps_mod.compute_dependences(scop)
-    # the 0-d scratchpad orders the rows (a first version: no expansion)
+    # the 0-d scratchpad orders the rows
     assert not deps_mod.is_parallel(scop, deps, 1)
     assert isl.UnionMap(p + f"{first}[i] -> {update}[i, 0] : 0 <= i < P0 and P1 > 0 }}").is_subset(
         deps.raw
     )
+
+
+def test_a_value_a_loop_carries_gets_an_element_per_outer_iteration() -> None:
+    raised = Raised(ROWSUM.replace("EXPR", "s / m"), mini=False)
+    scop, region = only_scop(raised, "rowsum")
+    assert scop.arrays == {"A0": (-1,), "A1": (50, 60), "A2": (50,)}
+    p = "[P0, P1] -> { "
+    first, update, last = (s.name for s in scop.statements)
+    assert same_map(
+        scop.accesses("write"),
+        p
+        + f"{first}[i] -> A0[i] : 0 <= i < P0; {update}[i, j] -> A0[i] : 0 <= i < P0 and 0 <= j < P1;"
+        f" {last}[i] -> A2[i] : 0 <= i < P0 }}",
+    )
+    # on the heap, one element per row (the trip count of i, at least 1), freed after the region
+    scratch = region.arrays["A0"]
+    alloc = scratch.owner.operation
+    assert alloc.name == "memref.alloc"
+    assert any(use.owner.name == "memref.dealloc" for use in scratch.uses)
+    deps = deps_mod.compute_dependences(scop)
+    assert deps_mod.is_parallel(scop, deps, 1)  # the rows no longer share the sum
 
 
 def test_a_load_shared_by_two_statements_is_read_by_each() -> None:

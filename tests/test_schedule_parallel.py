@@ -325,7 +325,9 @@ def _fake_scheduling(monkeypatch: pytest.MonkeyPatch, **overrides: Any) -> None:
     schedule = isl.Schedule.from_domain(isl.UnionSet("{ S0[i] : 0 <= i < 4 }"))
     deps = types.SimpleNamespace(validity=isl.UnionMap("{ }"))
     steps: dict[str, Any] = {
-        "extract_scops": lambda fn: [(types.SimpleNamespace(statements=(), arrays={}), None)],
+        "extract_scops": lambda fn, *, expand_scalars: [
+            (types.SimpleNamespace(statements=(), arrays={}), None)
+        ],
         "compute_dependences": lambda scop: deps,
         "schedule_scop": lambda scop, deps, *, options: schedule,
         "check_schedule_legal": lambda schedule, validity: True,

@@ -108,15 +108,18 @@ def _access_relations(scop: Scop) -> list[isl.Map]:
     return [access.relation for stmt in scop.statements for access in stmt.accesses]
 
 
-def reschedule_function(fn: ir.Operation, options: Options, notes: list[str]) -> list[str]:
+def reschedule_function(
+    fn: ir.Operation, options: Options, notes: list[str], *, expand_scalars: bool = True
+) -> list[str]:
     """Reschedule the scops of function `fn` in place (steps 1 of the module docstring); returns
     the schedule tree of each scop it generated code for. A scop that cannot be scheduled is
-    left as it is, with a note; a failure that may have changed the IR raises."""
+    left as it is, with a note; a failure that may have changed the IR raises.
+    `expand_scalars`: see model.find_scops."""
     if options.split:
         _run_pipeline(fn, "schedule-split-statements")
     trees: list[str] = []
     try:
-        found = extract_scops(fn)
+        found = extract_scops(fn, expand_scalars=expand_scalars)
     except Exception as exc:
         # it may have demoted values to scratchpads before failing: restore the function
         raise _StepFailed(f"extract_scops failed: {_describe(exc)}") from exc
@@ -193,20 +196,25 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
     failure: str | None = None
     trees: list[str] = []
     if options.schedule:
-        scratch, copy = _raising.scratch_module(module, fn)
-        try:
-            trees = reschedule_function(copy, options, notes)
-            swapped = _swap_in(fn, copy)
-            if swapped is None:
-                failure = "rescheduling changed the function's type"
-            else:
-                fn = swapped
-        except Exception as exc:  # anything a step does wrong leaves the raised code
-            failure = (
-                f"rescheduling failed: {exc if isinstance(exc, _StepFailed) else _describe(exc)}"
-            )
-            trees = []
-        del scratch
+        # Expanded scratchpads first; where anything fails with them, once more without.
+        for expand in (True, False):
+            scratch, copy = _raising.scratch_module(module, fn)
+            notes = []
+            try:
+                trees = reschedule_function(copy, options, notes, expand_scalars=expand)
+                swapped = _swap_in(fn, copy)
+                if swapped is None:
+                    failure = "rescheduling changed the function's type"
+                else:
+                    fn = swapped
+                    failure = None
+                    break
+            except Exception as exc:  # anything a step does wrong leaves the raised code
+                reason = exc if isinstance(exc, _StepFailed) else _describe(exc)
+                failure = f"rescheduling failed: {reason}"
+                trees = []
+            finally:
+                del scratch
     if options.parallel:
         scratch, copy = _raising.scratch_module(module, fn)
         element = (

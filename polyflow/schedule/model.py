@@ -14,12 +14,15 @@ How (Polygeist's statement formation, see CONTRACT.md):
 2. Demotion to memory, so that the model has only loads and stores: an `iter_args` value of an
    `affine.for` whose result is stored to an array element right after the loop, an element
    that nothing in the loop touches (isl proves other accesses to the array address other
-   elements), accumulates in that element (undoing raise-reductions); any other goes to a 0-d
-   scratchpad `memref.alloca` at the function entry (an `i8` one for `i1`), as do results of
-   `affine.if`. A value computed from memory stays in the statements it reaches when they are
-   in its block and nothing up to the last of them may write what it loaded (each statement
-   reads it again, at its store); otherwise it, too, goes to a scratchpad, and so does a value
-   used after the region.
+   elements), accumulates in that element (undoing raise-reductions); any other goes to a
+   scratchpad with one element per iteration of the loop around that `affine.for` (a
+   `memref.alloc` of its trip count before the region, freed after it: the iterations no
+   longer share the value, so that loop can move inward; see `_Scratch.expanded_home`), or,
+   where there is no such loop, a 0-d scratchpad `memref.alloca` at the function entry (an
+   `i8` one for `i1`), as do results of `affine.if`. A value computed from memory stays in
+   the statements it reaches when they are in its block and nothing up to the last of them
+   may write what it loaded (each statement reads it again, at its store); otherwise it, too,
+   goes to a 0-d scratchpad, and so does a value used after the region.
 3. Statements: each `affine.store` with its backward slice in the region (pure ops are cloned
    per statement, loads stay next to their store). Domains come from the enclosing `affine.for`
    bounds (max/min maps, floordiv/mod, steps) and `affine.if` sets, read by isl; parameters are
@@ -301,6 +304,9 @@ class _Run:
     block: ir.Block
     ops: list[ir.Operation]
     kept: list[ir.Operation]
+    # the ops around the run (None: it starts its block), which demotion never replaces;
+    # set while loop-carried values are demoted
+    edges: tuple[ir.Operation | None, ir.Operation] | None = None
 
     def grow(self, op: ir.Operation) -> None:
         """Count the new ops of the block up to `op` (when it is new and last) as the run's
@@ -476,10 +482,11 @@ def _alias_problem(run: _Run) -> str | None:
 
 
 class _Scratch:
-    """Makes 0-d scratchpads at the function entry."""
+    """Makes 0-d scratchpads at the function entry, and (with `expand`) expanded ones."""
 
-    def __init__(self, func_op: ir.Operation) -> None:
+    def __init__(self, func_op: ir.Operation, *, expand: bool = True) -> None:
         self.entry = func_op.regions[0].blocks[0]
+        self.expand = expand
 
     def home(self, value_type: ir.Type, loc: ir.Location) -> _Home:
         """A new scratchpad for values of `value_type`. Integers narrower than a byte are kept
@@ -492,6 +499,85 @@ class _Scratch:
             mtype, [], [], loc=loc, ip=ir.InsertionPoint.at_block_begin(self.entry)
         )
         return _Home(op.result, ir.AffineMapAttr.get(ir.AffineMap.get(0, 0, [])), (), value_type)
+
+    def expanded_home(self, value_type: ir.Type, loop: ir.Operation, run: _Run) -> _Home | None:
+        """A scratchpad with one element per iteration of the loop around `loop` (which must
+        lie in `run`), for a value `loop` carries: each iteration of the outer loop starts the
+        value afresh, so the copies never meet, and the outer loop carries no dependence
+        through it (deriche's column passes, a recurrence down each column, can then run row
+        by row). On the heap around the run: its size, the outer loop's trip count, is known
+        before the run. None when there is no such loop: not in the run, a step other than 1,
+        a lower bound that is not a constant, an upper bound that is a min, or one computed
+        inside the run."""
+        if not self.expand or run.edges is None:
+            return None
+        if isinstance(value_type, ir.IntegerType) and value_type.width < 8:
+            return None
+        parent = loop.parent
+        outer = parent.operation if parent is not None else None
+        if (
+            outer is None
+            or outer.name != "affine.for"
+            or not _inside_span(outer, run.block, *run.edges)
+        ):
+            return None
+        view = outer.opview
+        lower, upper = view.lowerBoundMap.value, view.upperBoundMap.value
+        lows = list(lower.results)
+        if view.step.value != 1 or len(lows) != 1 or len(upper.results) != 1:
+            return None
+        if not isinstance(lows[0], ir.AffineConstantExpr):
+            return None
+        before, after = run.edges
+        if any(_computed_after(v, run.block, before) for v in view.upperBoundOperands):
+            return None
+        low = lows[0].value
+        loc = loop.location
+        ip = (
+            ir.InsertionPoint.at_block_begin(run.block)
+            if before is None
+            else ir.InsertionPoint(_op_after(before))
+        )
+        upper_value = affine.AffineApplyOp(upper, list(view.upperBoundOperands), loc=loc, ip=ip)
+        d0 = ir.AffineDimExpr.get(0)
+        # at least one element: an empty outer loop still needs a valid allocation
+        trip = ir.AffineMap.get(1, 0, [d0 - low, ir.AffineConstantExpr.get(1)])
+        size = affine.AffineMaxOp(trip, [upper_value.result], loc=loc, ip=ip).result
+        mtype = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], value_type)
+        mem = memref.AllocOp(mtype, [size], [], loc=loc, ip=ip).result
+        memref.DeallocOp(mem, loc=loc, ip=ir.InsertionPoint(after))
+        index = ir.AffineMap.get(1, 0, [d0 - low])
+        iv = outer.regions[0].blocks[0].arguments[0]
+        return _Home(mem, ir.AffineMapAttr.get(index), (iv,), value_type)
+
+
+def _inside_span(
+    op: ir.Operation, block: ir.Block, before: ir.Operation | None, after: ir.Operation
+) -> bool:
+    """Whether `op` is (nested in) an op of `block` after `before` (None: from its start) and
+    before `after`."""
+    top = _ancestor_in(op, block)
+    if top is None or top == after or not top.is_before_in_block(after):
+        return False
+    return before is None or before.is_before_in_block(top)
+
+
+def _computed_after(value: ir.Value, block: ir.Block, before: ir.Operation | None) -> bool:
+    """Whether `value` is computed in `block` after `before` (None: the block's start): by an op
+    there or nested in one, or as the argument of a block nested in one (a loop's IV)."""
+    op = _defining_op(value)
+    if op is None:
+        if value.owner == block:  # an argument of `block` itself is there before any op
+            return False
+        op = _block_owner(value)
+    top = _ancestor_in(op, block)
+    return top is not None and (before is None or not top.is_before_in_block(_op_after(before)))
+
+
+def _op_after(op: ir.Operation) -> ir.Operation:
+    """The op right after `op` in its block (a block ends with a terminator, so there is one)."""
+    ops = _ops(op.block)
+    return ops[next(k for k, o in enumerate(ops) if o == op) + 1]
 
 
 @dataclass(frozen=True)
@@ -754,7 +840,9 @@ def _demote_loop(loop: ir.Operation, scratch: _Scratch, run: _Run) -> None:
             if store_init:
                 home.store(inits[index], loop, init_loc)
         else:
-            home = scratch.home(acc.type, loop.location)
+            home = scratch.expanded_home(acc.type, loop, run) or scratch.home(
+                acc.type, loop.location
+            )
             home.store(inits[index], loop, _location_of(inits[index], loop.location))
             _loads_instead(result, home)
             update_loc = _location_of(update, yield_op.location)
@@ -870,6 +958,10 @@ def _demote_carried(run: _Run, scratch: _Scratch) -> None:
         for op in _walk(run.ops)
         if op.name in ("affine.for", "affine.if") and len(op.results) > 0
     ]
+    ops = _ops(run.block)
+    start = next(k for k, o in enumerate(ops) if o == run.ops[0])
+    end = next(k for k, o in enumerate(ops) if o == run.ops[-1])
+    run.edges = (ops[start - 1] if start > 0 else None, ops[end + 1])
     for op in carried:  # outer loops first: an inner loop then sees its init loaded before it
         if op.name == "affine.for":
             _demote_loop(op, scratch, run)
@@ -1175,17 +1267,19 @@ def _shape(mem: ir.Value) -> tuple[int, ...]:
 # Entry points
 
 
-def find_scops(func_op: ir.Operation | ir.OpView) -> Extraction:
+def find_scops(func_op: ir.Operation | ir.OpView, *, expand_scalars: bool = True) -> Extraction:
     """The scops of `func_op` (a `func.func`) with their regions, and what was left out and why.
 
-    Demotes loop-carried and cross-statement values to memory first (module docstring, step 2):
-    the function computes the same, and a region left as it is stays correct."""
+    Demotes loop-carried and cross-statement values to memory first (module docstring, step 2;
+    `expand_scalars`: values a loop carries get one element per iteration of the loop around
+    it where `_Scratch.expanded_home` can): the function computes the same, and a region left
+    as it is stays correct."""
     fn = func_op.operation
     out = Extraction()
     if not isinstance(fn.opview, func.FuncOp) or len(fn.regions[0].blocks) == 0:
         return out
     with fn.context, fn.location:
-        scratch = _Scratch(fn)
+        scratch = _Scratch(fn, expand=expand_scalars)
         # Each step on fresh runs: demotion adds loads and stores at the runs' edges.
         for step in (_demote_carried, _demote_values):
             runs, _ = _find_runs(fn)
@@ -1205,10 +1299,12 @@ def find_scops(func_op: ir.Operation | ir.OpView) -> Extraction:
     return out
 
 
-def extract_scops(func_op: ir.Operation | ir.OpView) -> list[tuple[Scop, ScopRegion]]:
+def extract_scops(
+    func_op: ir.Operation | ir.OpView, *, expand_scalars: bool = True
+) -> list[tuple[Scop, ScopRegion]]:
     """The scops of `func_op` and their regions (see `find_scops`, which also says what was
     left out)."""
-    return find_scops(func_op).scops
+    return find_scops(func_op, expand_scalars=expand_scalars).scops
 
 
 __all__ = [
