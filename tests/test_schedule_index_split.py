@@ -7,11 +7,10 @@ from __future__ import annotations
 import islpy as isl
 import pytest
 from test_schedule_scheduler import (
-    access_maps,
     compute_deps,
     floyd_warshall,
     make_scop,
-    with_shapes,
+    tiled_with_validity,
 )
 
 from polyflow.options import Options
@@ -19,20 +18,12 @@ from polyflow.schedule import isl_helpers as ih
 from polyflow.schedule.index_split import split_index_sets
 from polyflow.schedule.model import Scop
 from polyflow.schedule.scheduler import check_schedule_legal, schedule_scop
-from polyflow.schedule.tiling import describe_schedule, tile_schedule
+from polyflow.schedule.tiling import describe_schedule
 
 
 def tiled(scop: Scop, **options: object) -> tuple[isl.Schedule, isl.UnionMap]:
-    deps = compute_deps(scop)
-    schedule = schedule_scop(scop, deps, options=Options())
-    result = tile_schedule(
-        schedule,
-        options=Options(**options),  # type: ignore[arg-type]
-        accesses=access_maps(scop),
-        validity=deps.validity,
-        array_shapes=with_shapes(scop, 2800),  # floyd-warshall's LARGE size: not worth tiling
-    )
-    return result, deps.validity
+    # floyd-warshall's LARGE size: not worth tiling
+    return tiled_with_validity(scop, 2800, **options)
 
 
 def independent_loops(scop: Scop, schedule: isl.Schedule, validity: isl.UnionMap) -> list[bool]:

@@ -3,14 +3,12 @@ tiles wait for run first, the rest in parallel; only where that leaves most tile
 
 from __future__ import annotations
 
-import islpy as isl
-from test_schedule_scheduler import access_maps, compute_deps, gemm, make_scop
+from test_schedule_scheduler import gemm, make_scop, tiled_with_validity
 
-from polyflow.options import Options
 from polyflow.schedule.model import Scop
 from polyflow.schedule.panels import PARALLEL_TILES_MARK
-from polyflow.schedule.scheduler import check_schedule_legal, schedule_scop
-from polyflow.schedule.tiling import describe_schedule, tile_schedule
+from polyflow.schedule.scheduler import check_schedule_legal
+from polyflow.schedule.tiling import describe_schedule
 
 
 def lu() -> Scop:
@@ -44,20 +42,8 @@ def recurrence_2d() -> Scop:
     )  # fmt: skip
 
 
-def tiled_tree(scop: Scop, **options: object) -> tuple[isl.Schedule, isl.UnionMap]:
-    deps = compute_deps(scop)
-    schedule = schedule_scop(scop, deps, options=Options())
-    result = tile_schedule(
-        schedule,
-        options=Options(**options),  # type: ignore[arg-type]
-        accesses=access_maps(scop),
-        validity=deps.validity,
-    )
-    return result, deps.validity
-
-
 def test_lu_runs_its_trailing_update_and_its_panels_as_parallel_tiles() -> None:
-    schedule, validity = tiled_tree(lu(), parallel=True)
+    schedule, validity = tiled_with_validity(lu(), parallel=True)
     text = describe_schedule(schedule)
     # two splits: [diagonal, panels] before the trailing update, each of the latter parallel
     assert text.count(PARALLEL_TILES_MARK) == 2
@@ -67,17 +53,17 @@ def test_lu_runs_its_trailing_update_and_its_panels_as_parallel_tiles() -> None:
 
 
 def test_without_parallel_the_tile_order_is_isls() -> None:
-    schedule, _ = tiled_tree(lu(), parallel=False)
+    schedule, _ = tiled_with_validity(lu(), parallel=False)
     assert PARALLEL_TILES_MARK not in describe_schedule(schedule)
 
 
 def test_bands_with_parallel_tile_loops_are_left_alone() -> None:
-    schedule, _ = tiled_tree(gemm(), parallel=True)
+    schedule, _ = tiled_with_validity(gemm(), parallel=True)
     assert PARALLEL_TILES_MARK not in describe_schedule(schedule)
 
 
 def test_a_chain_of_tiles_is_not_split() -> None:
     # nearly every tile feeds the next of its row: splitting would leave one parallel tile per row
-    schedule, validity = tiled_tree(recurrence_2d(), parallel=True)
+    schedule, validity = tiled_with_validity(recurrence_2d(), parallel=True)
     assert PARALLEL_TILES_MARK not in describe_schedule(schedule)
     assert check_schedule_legal(schedule, validity)

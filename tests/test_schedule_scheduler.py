@@ -738,6 +738,23 @@ def tiled_with_shapes(scop: Scop, n: int, **options: Any) -> tuple[isl.Schedule,
     return schedule, result
 
 
+def tiled_with_validity(
+    scop: Scop, side: int | None = None, **options: Any
+) -> tuple[isl.Schedule, isl.UnionMap]:
+    """(the tiled schedule, the dependences) of `scop`, tiled knowing the dependences (and,
+    with `side`, arrays `side` elements on a side)."""
+    deps = compute_deps(scop)
+    schedule = schedule_scop(scop, deps, options=Options())
+    result = tile_schedule(
+        schedule,
+        options=Options(**options),
+        accesses=access_maps(scop),
+        validity=deps.validity,
+        array_shapes=None if side is None else with_shapes(scop, side),
+    )
+    return result, deps.validity
+
+
 def n_tiled_bands(untiled: isl.Schedule, tiled_schedule: isl.Schedule) -> int:
     return len(bands(tiled_schedule)) - len(bands(untiled))
 

@@ -59,13 +59,13 @@ def _inline(call: ir.Operation, callee: ir.Operation, body: list[ir.Operation]) 
 
 def _calls(op: ir.Operation) -> list[ir.Operation]:
     found: list[ir.Operation] = []
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                inner = inner.operation
-                if inner.name == "func.call":
-                    found.append(inner)
-                found += _calls(inner)
+
+    def visit(inner: ir.Operation) -> ir.WalkResult:
+        if inner.name == "func.call":
+            found.append(inner)
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit, ir.WalkOrder.PRE_ORDER)
     return found
 
 

@@ -638,9 +638,7 @@ def _store_after(
     value: ir.Value, home: _Home, op: ir.Operation, loc: ir.Location
 ) -> list[ir.Operation]:
     """Store `value` to `home` right after `op` (never a terminator); returns the ops made."""
-    ops = _ops(op.block)
-    index = next(k for k, o in enumerate(ops) if o == op)
-    return home.store(value, ops[index + 1], loc)
+    return home.store(value, _op_after(op), loc)
 
 
 def _writes(op: ir.Operation, mem: ir.Value | None = None) -> bool:
@@ -960,8 +958,7 @@ def _demote_carried(run: _Run, scratch: _Scratch) -> None:
     ]
     ops = _ops(run.block)
     start = next(k for k, o in enumerate(ops) if o == run.ops[0])
-    end = next(k for k, o in enumerate(ops) if o == run.ops[-1])
-    run.edges = (ops[start - 1] if start > 0 else None, ops[end + 1])
+    run.edges = (ops[start - 1] if start > 0 else None, _op_after(run.ops[-1]))
     for op in carried:  # outer loops first: an inner loop then sees its init loaded before it
         if op.name == "affine.for":
             _demote_loop(op, scratch, run)
