@@ -137,6 +137,13 @@ def _add_polyhedral_arguments(build: argparse.ArgumentParser) -> None:
         help="do not cut loops at the one iteration their dependences start or end at",
     )
     group.add_argument(
+        "--no-micro-kernels",
+        dest="micro_kernels",
+        action="store_false",
+        help="keep contraction nests (C[i][j] += A[i][k] * B[k][j]) as scheduled, without "
+        "register-blocked vector code",
+    )
+    group.add_argument(
         "--no-parallel",
         dest="parallel",
         action="store_false",
@@ -222,6 +229,7 @@ def _polyhedral_options(args: argparse.Namespace) -> dict[str, Any]:
         "wavefront": args.wavefront,
         "split": args.split,
         "index_split": args.index_split,
+        "micro_kernels": args.micro_kernels,
         "parallel": args.parallel,
         "parallel_reductions": args.parallel_reductions,
         "min_parallel_trip": args.min_parallel_trip,

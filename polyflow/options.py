@@ -102,6 +102,11 @@ class Options(BaseModel):
         description="also parallelize reduction loops (reassociates floating-point sums: "
         "results may differ in the last bits)",
     )
+    micro_kernels: bool = Field(
+        default=True,
+        description="rewrite contraction nests (C[i][j] += A[i][k] * B[k][j] and the like) "
+        "into register-blocked vector code that keeps a block of C in registers across k",
+    )
     min_parallel_trip: int = Field(
         default=8,
         ge=1,

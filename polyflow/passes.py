@@ -23,6 +23,7 @@ PASSES: dict[str, str] = {
     "schedule-split-statements": "polyflow.schedule.split:SplitStatements",
     "schedule-dead-scalars": "polyflow.schedule.dead_scalars:ScheduleDeadScalars",
     "schedule-parallelize": "polyflow.schedule.parallelize:ScheduleParallelize",
+    "schedule-micro-kernels": "polyflow.schedule.micro_kernel:ScheduleMicroKernels",
 }
 
 _ELEMENT = re.compile(r"\s*([A-Za-z0-9_.\-]+)\s*(\{[^}]*\})?\s*(?:,|$)")

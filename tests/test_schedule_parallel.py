@@ -403,6 +403,10 @@ def test_cli_switches_parse_into_options() -> None:
     assert not options_from_args(
         parse_args(["build", "k.c", "-O3", "--no-index-split"])
     ).index_split
+    assert options.micro_kernels
+    assert not options_from_args(
+        parse_args(["build", "k.c", "-O3", "--no-micro-kernels"])
+    ).micro_kernels
     options = options_from_args(
         parse_args(
             [

@@ -6,7 +6,9 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 # convert-math-to-llvm takes what LLVM has intrinsics for; math-to-libm the rest (tanh, erf...).
+# convert-vector-to-llvm: the micro-kernels' vector loads, stores, broadcasts and FMAs.
 _TO_LLVM = [
+    "convert-vector-to-llvm",
     "convert-math-to-llvm",
     "convert-math-to-libm",
     "expand-strided-metadata",

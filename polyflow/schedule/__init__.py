@@ -13,12 +13,16 @@ raising stage works on (not the C-ABI entries `__polyflow_*`, not functions mark
    `options.tile`, and splits the index sets of bands it leaves untiled, index_split.py) →
    `check_schedule_legal` on the final schedule → `generate` (codegen.py) →
    cleanups (raise-mem2reg, raise-reductions, canonicalize, cse);
-2. parallelization (`options.parallel`): `schedule-parallelize` (parallelize.py).
+2. parallelization (`options.parallel`): `schedule-parallelize` (parallelize.py);
+3. micro-kernels (`options.micro_kernels`, with rescheduling): `schedule-micro-kernels`
+   (micro_kernel.py: contraction nests → register-blocked vector code for the target's
+   register width, `vector_register_bits`).
 
 A scop that cannot be scheduled keeps its code (with a note). When rescheduling a function fails
 anywhere else, the function keeps its raised code, is marked `polyflow.not_scheduled = "<reason>"`
 and `schedule_warnings` names it; when parallelization fails, the function keeps its
-rescheduled, sequential code with the same mark. The isl schedule trees of each function go to
+rescheduled, sequential code with the same mark, and when the micro-kernels fail, the
+function keeps the code of the steps before, with the same mark. The isl schedule trees of each function go to
 its `polyflow.schedule` attribute (`schedule_trees`, `--emit=schedule`); what a step skipped goes
 to `polyflow.schedule_notes` (`schedule_notes`).
 """
@@ -36,6 +40,7 @@ from polyflow.options import Options
 
 from .codegen import CodegenError, generate
 from .dependences import compute_dependences
+from .micro_kernel import vector_register_bits
 from .model import Scop, extract_scops
 from .scheduler import (
     MAX_SKEWED_BAND,
@@ -231,6 +236,20 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
         except Exception as exc:
             reason = exc if isinstance(exc, _StepFailed) else _describe(exc)
             failure = f"{failure + '; ' if failure else ''}parallelization failed: {reason}"
+        del scratch
+    if options.micro_kernels and options.schedule:
+        scratch, copy = _raising.scratch_module(module, fn)
+        contract = str(options.fp_contract == "fast").lower()
+        bits = vector_register_bits(options.march)
+        element = f"schedule-micro-kernels{{contract={contract} vector_bits={bits}}}"
+        try:
+            _run_pipeline(copy, f"{element},canonicalize,cse")
+            swapped = _swap_in(fn, copy)
+            if swapped is not None:
+                fn = swapped
+        except Exception as exc:
+            reason = exc if isinstance(exc, _StepFailed) else _describe(exc)
+            failure = f"{failure + '; ' if failure else ''}micro-kernels failed: {reason}"
         del scratch
     if failure is not None:
         fn.attributes[NOT_SCHEDULED_ATTR] = ir.StringAttr.get(failure)
