@@ -191,8 +191,17 @@ def _bound_maps(
     return lower, operands[:n_lower], upper, operands[n_lower : n_lower + upper.n_inputs]
 
 
-def _bound_operands(loop: ir.Operation) -> list[ir.Value]:
-    return [o for o in loop.operands]
+def _defined_in(value: ir.Value, op: ir.Operation) -> bool:
+    """Whether `value` is defined inside `op` (by an op in it, or as one of its block's
+    arguments): the rewrite computes all bounds before the nest."""
+    owner = value.owner
+    current: Any = owner.owner if isinstance(owner, ir.Block) else owner
+    while current is not None:
+        current = current.operation if isinstance(current, ir.OpView) else current
+        if current == op:
+            return True
+        current = current.parent
+    return False
 
 
 def match_contraction(inner: ir.Operation, fn: ir.Operation) -> Contraction | str:
@@ -228,10 +237,11 @@ def match_contraction(inner: ir.Operation, fn: ir.Operation) -> Contraction | st
         return "a loop has a step other than 1"
     if any(len(loop.results) > 0 for loop in loops[: 2 if reduction is not None else 3]):
         return "a loop carries values"
-    ivs = [_iv(loop) for loop in loops]
     for loop in loops:
-        if any(o == iv for o in _bound_operands(loop) for iv in ivs):
+        _, lower_operands, _, upper_operands = _bound_maps(loop)
+        if any(_defined_in(o, outer) for o in [*lower_operands, *upper_operands]):
             return "a loop's bounds use another loop of the nest"
+    ivs = [_iv(loop) for loop in loops]
     stores: list[ir.Operation] = []
     loads: list[ir.Operation] = []
     problem = _collect(r_body, stores, loads) or _collect(outside, stores, loads)

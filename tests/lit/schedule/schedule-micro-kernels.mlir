@@ -187,3 +187,26 @@ func.func @untouched(%A: memref<64x64xf64>, %B: memref<64x64xf64>, %C: memref<64
   }
   return
 }
+
+// A reduction loop whose bound is computed inside the nest cannot have its bounds computed
+// before it: left alone.
+// CHECK-LABEL: func.func @bound_inside
+// CHECK-NOT:  vector
+// CHECK:      return
+func.func @bound_inside(%A: memref<64x64xf32>, %B: memref<64x64xf32>, %C: memref<64x64xf32>) {
+  affine.for %i = 0 to 64 {
+    affine.for %j = 0 to 64 {
+      %n = affine.apply affine_map<(d0) -> (d0 floordiv 2)>(%j)
+      %init = affine.load %C[%i, %j] : memref<64x64xf32>
+      %sum = affine.for %k = 0 to affine_map<(d0) -> (d0)>(%n) iter_args(%acc = %init) -> (f32) {
+        %a = affine.load %A[%i, %k] : memref<64x64xf32>
+        %b = affine.load %B[%k, %j] : memref<64x64xf32>
+        %p = arith.mulf %a, %b : f32
+        %s = arith.addf %acc, %p : f32
+        affine.yield %s : f32
+      }
+      affine.store %sum, %C[%i, %j] : memref<64x64xf32>
+    }
+  }
+  return
+}
