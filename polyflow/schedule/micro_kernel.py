@@ -125,13 +125,18 @@ def _uses_operand(
     expr: ir.AffineExpr, operands: Sequence[ir.Value], n_dims: int, value: ir.Value
 ) -> bool:
     """Whether affine `expr` (over `operands`: dims then symbols) depends on `value`."""
-    for pos, operand in enumerate(operands):
-        if operand != value:
-            continue
-        probe = ir.AffineDimExpr.get(pos) if pos < n_dims else ir.AffineSymbolExpr.get(pos - n_dims)
-        if _mentions(expr, probe):
-            return True
-    return False
+    return any(_mentions(expr, probe) for probe in _positions_of(value, operands, n_dims))
+
+
+def _positions_of(
+    value: ir.Value, operands: Sequence[ir.Value], n_dims: int
+) -> list[ir.AffineExpr]:
+    """The dim or symbol expressions that stand for `value` among a map's `operands`."""
+    return [
+        ir.AffineDimExpr.get(pos) if pos < n_dims else ir.AffineSymbolExpr.get(pos - n_dims)
+        for pos, operand in enumerate(operands)
+        if operand == value
+    ]
 
 
 def _mentions(expr: ir.AffineExpr, probe: ir.AffineExpr) -> bool:
@@ -327,10 +332,7 @@ def _bound_on(
     if not _uses_operand(expr, operands, n_dims, iv):
         return 0, expr
     n_symbols = len(operands) - n_dims
-    for pos, operand in enumerate(operands):
-        if operand != iv:
-            continue
-        probe = ir.AffineDimExpr.get(pos) if pos < n_dims else ir.AffineSymbolExpr.get(pos - n_dims)
+    for probe in _positions_of(iv, operands, n_dims):
         for sign in (1, -1):
             rest = ir.AffineExpr.simplify_affine_expr(expr - probe * sign, n_dims, n_symbols)
             if not _uses_operand(rest, operands, n_dims, iv):
@@ -432,15 +434,7 @@ class _Emitter:
     def apply(
         self, expr: ir.AffineExpr, n_dims: int, n_syms: int, operands: Sequence[ir.Value]
     ) -> ir.Value:
-        amap = ir.AffineMap.get(n_dims, n_syms, [expr])
-        op = ir.Operation.create(
-            "affine.apply",
-            results=[self.index],
-            operands=list(operands),
-            attributes={"map": ir.AffineMapAttr.get(amap)},
-            loc=self.loc,
-        )
-        return op.results[0]
+        return self.minmax("affine.apply", ir.AffineMap.get(n_dims, n_syms, [expr]), operands)
 
     def bound(self, loop: ir.Operation, which: str) -> ir.Value:
         """The lower (max of its map) or upper (min) bound of `loop`, as one value."""
@@ -451,7 +445,8 @@ class _Emitter:
         return self.minmax("affine.max" if which == "lower" else "affine.min", amap, operands)
 
     def minmax(self, kind: str, amap: ir.AffineMap, operands: Sequence[ir.Value]) -> ir.Value:
-        """The largest (`affine.max`) or smallest (`affine.min`) result of `amap`."""
+        """The largest (`affine.max`) or smallest (`affine.min`) result of `amap`, or its one
+        result (`affine.apply`)."""
         return ir.Operation.create(
             kind,
             results=[self.index],
