@@ -84,6 +84,24 @@ def test_contractions_become_vector_blocks_and_match_gcc(tmp_path: Path, element
     check_program_against_gcc(src, tmp_path / "run", options)
 
 
+def test_contraction_tiles_with_edges_match_gcc(tmp_path: Path) -> None:
+    # Large enough to be tiled with the micro-kernels' tile sizes (384 rows, 64 columns, 128
+    # deep for f64), with a partial last tile in every dimension.
+    src = tmp_path / "tiled.c"
+    src.write_text(
+        "#define TYPE double\n"
+        + PROGRAM.replace("#define NI 77", "#define NI 401")
+        .replace("#define NJ 91", "#define NJ 139")
+        .replace("#define NK 53", "#define NK 267")
+    )
+    options = Options(opt_level=3, march="native")
+    affine = tmp_path / "tiled.mlir"
+    polyflow.build_program(src, affine, options=options, emit="affine-opt")
+    text = affine.read_text()
+    assert all(f"step ({size})" in text or f"step {size}" in text for size in (384, 64, 128))
+    check_program_against_gcc(src, tmp_path / "run", options)
+
+
 def test_fractional_data_matches_gcc_to_rounding(tmp_path: Path) -> None:
     # Each element's sum over k keeps its order; what may differ from gcc's bits is the fused
     # multiply-adds and the reassociated register sums (parallel_reductions) elsewhere.

@@ -594,7 +594,7 @@ def test_tiled_schedules_stay_legal(kernel: str, second_level: bool) -> None:
 
 
 def test_gemm_is_tiled_32_cubed_with_j_innermost() -> None:
-    scop, _, schedule = tiled("gemm")
+    scop, _, schedule = tiled("gemm", micro_kernels=False)
     domain = scop.statements[1].domain
     tiles, points = band_of(schedule, "S1", 0), band_of(schedule, "S1", 1)
     assert tiles.band_n_member() == 3 and points.band_n_member() == 3
@@ -612,6 +612,47 @@ def test_gemm_is_tiled_32_cubed_with_j_innermost() -> None:
     assert not tiles.band_member_get_coincident(2)
     assert points.band_member_get_coincident(0) and points.band_member_get_coincident(2)
     assert not points.band_member_get_coincident(1)
+
+
+def test_contractions_get_tiles_for_the_micro_kernels_by_role() -> None:
+    # gemm's S1[i, k, j] (band order i, j, k): many rows i, 64 columns j, 1 KiB of depth k
+    # (128 f64, 256 f32), whatever position each has in the band; the column tiles go
+    # outermost (they are many: the parallel loop shares them out).
+    for element_bytes, depth in ((8, 128), (4, 256)):
+        scop, _, schedule = schedule_for("gemm")
+        result = tile_schedule(
+            schedule, options=Options(), accesses=access_maps(scop), element_bytes=element_bytes
+        )
+        assert same_map(
+            member_map(band_of(result, "S1", 0), "S1"),
+            f"[N] -> {{ S1[i, k, j] -> [64 * floor(j / 64), 384 * floor(i / 384), "
+            f"{depth} * floor(k / {depth})] }}",
+            scop.statements[1].domain,
+        )
+
+
+def syrk_like() -> Scop:
+    # for i: for j <= i: for k: C[i][j] += A[i][k] * A[j][k]   (triangular: no micro-kernel)
+    return make_scop(
+        "N",
+        N1,
+        [
+            ("S0", "[i, j, k] : 0 <= j <= i < N and 0 <= k < N", "[i, j, k] -> [0, i, 0, j, 0, k, 0]",
+             ["[i, j, k] -> C[i, j]", "[i, j, k] -> A[i, k]", "[i, j, k] -> A[j, k]"],
+             ["[i, j, k] -> C[i, j]"]),
+        ],
+    )  # fmt: skip
+
+
+def test_triangular_contractions_and_other_bands_keep_the_default_tiles() -> None:
+    for scop in (syrk_like(), filter_3x3()):
+        schedule = schedule_scop(scop, compute_deps(scop), options=Options())
+        default = tile_schedule(schedule, options=Options(), accesses=access_maps(scop))
+        without = tile_schedule(
+            schedule, options=Options(micro_kernels=False), accesses=access_maps(scop)
+        )
+        assert default.plain_is_equal(without)
+        assert "32 * floor" in str(default.get_map()) or "mod 32" in str(default.get_map())
 
 
 def test_tile_sizes_from_options_are_used() -> None:
