@@ -34,7 +34,14 @@ def _set_threads(threads: int) -> None:
         os.environ[name] = str(threads)
 
 
+# Each runtime's idle worker threads spin for a while after a parallel call (libiomp5's
+# KMP_BLOCKTIME is 200 ms, OpenBLAS's and libgomp's are similar) and take a core from whatever
+# runs next: timed right after a NumPy call, a polyflow kernel on 2 threads ran at half speed.
+QUIET_SECONDS = 1.0
+
+
 def median_time(fn: Callable[[], Any], repeat: int) -> float:
+    time.sleep(QUIET_SECONDS)  # let the previous library's threads go to sleep
     fn()  # warm-up (and first-touch of outputs)
     times = []
     for _ in range(repeat):

@@ -24,7 +24,7 @@ PROGRAM = """#include <stdio.h>
 #define NI 77
 #define NJ 91
 #define NK 53
-static TYPE A[NI][NK], B[NK][NJ], BT[NJ][NK], C[NI][NJ], D[NI][NJ], E[NI][NJ];
+static TYPE A[NI][NK], B[NK][NJ], BT[NJ][NK], C[NI][NJ], D[NI][NJ], E[NI][NJ], F[NI][NJ];
 static void kernels(int ni, int nj, int nk, TYPE alpha) {
   for (int i = 0; i < ni; i++)
     for (int j = 0; j < nj; j++) {
@@ -40,6 +40,14 @@ static void kernels(int ni, int nj, int nk, TYPE alpha) {
   for (int i = 0; i < ni; i++)
     for (int k = 0; k < nk; k++)
       for (int j = 0; j < nj; j++) E[i][j] = E[i][j] + A[i][k] * B[k][j] - BT[j][k];
+  /* a fully connected layer: bias, x . W^T in place, ReLU as a comparison */
+  for (int i = 0; i < ni; i++)
+    for (int j = 0; j < nj; j++) F[i][j] = B[1][j];
+  for (int i = 0; i < ni; i++)
+    for (int j = 0; j < nj; j++)
+      for (int k = 0; k < nk; k++) F[i][j] += A[i][k] * BT[j][k];
+  for (int i = 0; i < ni; i++)
+    for (int j = 0; j < nj; j++) F[i][j] = F[i][j] > 0 ? F[i][j] : 0;
 }
 int main(void) {
   for (int i = 0; i < NI; i++)
@@ -52,14 +60,15 @@ int main(void) {
   double sum = 0, sum_d = 0;  /* D sums over k in a register: its order may be reassociated */
   for (int i = 0; i < NI; i++)
     for (int j = 0; j < NJ; j++) {
-      sum += C[i][j] + 7 * E[i][j];
+      sum += C[i][j] + 7 * E[i][j] + 3 * F[i][j];
       sum_d += D[i][j];
     }
   printf("%.17g %.9g %.17g %.9g %.17g\\n", sum, sum_d, (double)C[NI - 1][NJ - 1],
          (double)D[5][NJ - 2], (double)E[NI - 3][7]);
   for (int i = 0; i < NI; i += 19)
     for (int j = 0; j < NJ; j += 23)
-      printf("%.17g %.9g %.17g\\n", (double)C[i][j], (double)D[i][j], (double)E[i][j]);
+      printf("%.17g %.9g %.17g %.17g\\n", (double)C[i][j], (double)D[i][j], (double)E[i][j],
+             (double)F[i][j]);
   return 0;
 }
 """
@@ -80,7 +89,7 @@ def test_contractions_become_vector_blocks_and_match_gcc(tmp_path: Path, element
     text = affine.read_text()
     body = text[text.index("@kernels.affine") :]
     assert "polyflow.not_scheduled" not in body
-    assert body.count("vector.store") >= 3  # each of the three nests has vector blocks
+    assert body.count("vector.store") >= 4  # each of the four nests has vector blocks
     check_program_against_gcc(src, tmp_path / "run", options)
 
 
@@ -99,6 +108,48 @@ def test_contraction_tiles_with_edges_match_gcc(tmp_path: Path) -> None:
     polyflow.build_program(src, affine, options=options, emit="affine-opt")
     text = affine.read_text()
     assert all(f"step ({size})" in text or f"step {size}" in text for size in (384, 64, 128))
+    check_program_against_gcc(src, tmp_path / "run", options)
+
+
+LAYER = """#include <stdio.h>
+#define NB 37
+#define NI 300
+#define NO 150
+static double X[NB][NI], W[NO][NI], bias[NO], Y[NB][NO];
+static void layer(void) {
+  for (int b = 0; b < NB; b++)
+    for (int o = 0; o < NO; o++) Y[b][o] = bias[o];
+  for (int b = 0; b < NB; b++)
+    for (int o = 0; o < NO; o++)
+      for (int i = 0; i < NI; i++) Y[b][o] += X[b][i] * W[o][i];
+  for (int b = 0; b < NB; b++)
+    for (int o = 0; o < NO; o++) Y[b][o] = Y[b][o] > 0 ? Y[b][o] : 0;
+}
+int main(void) {
+  for (int b = 0; b < NB; b++)
+    for (int i = 0; i < NI; i++) X[b][i] = (b * 3 + i * 7) % 11 - 5;
+  for (int o = 0; o < NO; o++) {
+    bias[o] = o % 7 - 3;
+    for (int i = 0; i < NI; i++) W[o][i] = (o * 5 + i) % 9 - 4;
+  }
+  layer();
+  for (int b = 0; b < NB; b++)
+    for (int o = 0; o < NO; o += 7) printf("%.17g\\n", Y[b][o]);
+  return 0;
+}
+"""
+
+
+def test_a_layer_with_relu_as_a_comparison_is_one_vector_kernel(tmp_path: Path) -> None:
+    # bias, x · Wᵀ and `y > 0 ? y : 0` fuse into one nest; the comparison and the choice run
+    # on whole vectors of the register block (masks of i1), not on scalars.
+    src = tmp_path / "layer.c"
+    src.write_text(LAYER)
+    options = Options(opt_level=3, march="native")
+    affine = tmp_path / "layer.mlir"
+    polyflow.build_program(src, affine, options=options, emit="affine-opt")
+    text = affine.read_text()
+    assert "vector.store" in text and "xi1>" in text
     check_program_against_gcc(src, tmp_path / "run", options)
 
 

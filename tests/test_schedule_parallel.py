@@ -326,12 +326,12 @@ def _fake_scheduling(monkeypatch: pytest.MonkeyPatch, **overrides: Any) -> None:
     deps = types.SimpleNamespace(validity=isl.UnionMap("{ }"))
     steps: dict[str, Any] = {
         "extract_scops": lambda fn, *, expand_scalars: [
-            (types.SimpleNamespace(statements=(), arrays={}), None)
+            (types.SimpleNamespace(statements=(), arrays={}), types.SimpleNamespace(arrays={}))
         ],
         "compute_dependences": lambda scop: deps,
         "schedule_scop": lambda scop, deps, *, options: schedule,
         "check_schedule_legal": lambda schedule, validity: True,
-        "tile_schedule": lambda schedule, *, options, accesses, validity, array_shapes: schedule,
+        "tile_schedule": lambda schedule, **_: schedule,
         "describe_schedule": str,
         "generate": lambda region, scop, schedule, dependences: None,
     }

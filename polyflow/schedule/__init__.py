@@ -41,7 +41,7 @@ from polyflow.options import Options
 from .codegen import CodegenError, generate
 from .dependences import compute_dependences
 from .micro_kernel import vector_register_bits
-from .model import Scop, extract_scops
+from .model import Scop, ScopRegion, extract_scops
 from .scheduler import (
     MAX_SKEWED_BAND,
     MIN_SKEWED_FOOTPRINT,
@@ -162,6 +162,7 @@ def reschedule_function(
                 accesses=_access_relations(scop),
                 validity=deps.validity,
                 array_shapes=scop.arrays,
+                element_bytes=_element_bytes(region),
             )
             if check_schedule_legal(tiled, deps.validity):
                 schedule = tiled
@@ -181,6 +182,16 @@ def reschedule_function(
         trees.append(f"# {where}\n{describe_schedule(schedule).rstrip()}")
     _run_pipeline(fn, CLEANUP_PIPELINE)
     return trees
+
+
+def _element_bytes(region: ScopRegion) -> int:
+    """The size of the widest element among the scop's arrays (8 when none is known)."""
+    widths = []
+    for array in region.arrays.values():
+        element = ir.MemRefType(array.type).element_type
+        if isinstance(element, ir.FloatType | ir.IntegerType):
+            widths.append(max(element.width // 8, 1))
+    return max(widths, default=8)
 
 
 def _swap_in(fn: ir.Operation, copy: ir.Operation) -> ir.Operation | None:

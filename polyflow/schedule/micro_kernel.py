@@ -69,6 +69,9 @@ _ELEMENTWISE = frozenset(
         "math.absf",
         "math.sqrt",
         "math.fma",
+        # ReLU written as a comparison and a choice (`y > 0 ? y : 0`)
+        "arith.cmpf",
+        "arith.select",
     }
 )
 _CONTRACTING = frozenset({"arith.addf", "arith.subf", "arith.mulf"})
@@ -812,9 +815,8 @@ class _Body:
             return value
         cached = self.broadcasts.get(value)
         if cached is None:
-            cached = vector.BroadcastOp(
-                self.e._type(self.block.width), value, loc=self.e.loc
-            ).result
+            wide = ir.VectorType.get([self.block.width], value.type)  # f32, f64 or i1
+            cached = vector.BroadcastOp(wide, value, loc=self.e.loc).result
             self.broadcasts[value] = cached
         return cached
 
@@ -876,7 +878,10 @@ class _Body:
         by_row = any(self._varies(lanes)[0] for lanes in inputs)
         by_col = any(self._varies(lanes)[1] for lanes in inputs)
         as_vector = by_col and self.block.width > 1
-        result_type = self.e._type(self.block.width) if as_vector else self.e.nest.element
+        scalar_type = op.results[0].type  # the element type, or i1 for a comparison
+        result_type = (
+            ir.VectorType.get([self.block.width], scalar_type) if as_vector else scalar_type
+        )
         attributes = {name: op.attributes[name] for name in op.attributes}
         if self.e.contract and op.name in _CONTRACTING:
             attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<contract>")
