@@ -9,17 +9,20 @@ Workloads (float32): matmul 1024x1024x1024; conv2d N=8, C=K=64, 56x56, 3x3 (vali
 polyflow kernel comes from polyflow/tc_library.py, is compiled once (not timed) at
 `Options(opt_level=3, march="native")`, checked against NumPy, then timed; the NumPy reference
 uses its BLAS (`@`, and an im2col matrix product for the convolution). Every time is the median
-of `--repeat` runs after one warm-up. The table (stdout) gives the times and the ratio
-polyflow / peer (below 1: polyflow is faster). `--threads` sets OMP_NUM_THREADS for polyflow and
+over `--repeat` rounds; in each round every library runs in a fresh process of its own (warmed
+up, then timed a few calls; see `timed_calls` and `worker_times`). The table (stdout) gives the
+times and the ratio polyflow / peer (below 1: polyflow is faster). `--threads` sets OMP_NUM_THREADS for polyflow and
 the BLAS thread count (through threadpoolctl when installed, else the environment).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -34,21 +37,67 @@ def _set_threads(threads: int) -> None:
         os.environ[name] = str(threads)
 
 
-# Each runtime's idle worker threads spin for a while after a parallel call (libiomp5's
-# KMP_BLOCKTIME is 200 ms, OpenBLAS's and libgomp's are similar) and take a core from whatever
-# runs next: timed right after a NumPy call, a polyflow kernel on 2 threads ran at half speed.
-QUIET_SECONDS = 1.0
+# Each library runs in a process of its own: in one process, each runtime's idle worker
+# threads spin after a parallel call (libiomp5's KMP_BLOCKTIME is 200 ms, OpenBLAS's and
+# libgomp's similar) and take a core from the next library (a polyflow kernel on 2 threads
+# timed right after a NumPy call ran at half speed), and even with pauses between them, mlp2
+# ran 4.8 ms alone and 5.9 ms beside PyTorch. A worker runs untimed for `WARM_SECONDS`
+# (threads awake, clocks up, outputs touched), then times `CALLS_PER_TURN` calls; the rounds
+# alternate the libraries, so that a slow spell of this shared machine falls on all alike.
+WARM_SECONDS = 0.2
+CALLS_PER_TURN = 3
+LIBRARIES = ("polyflow", "numpy", "torch")
 
 
-def median_time(fn: Callable[[], Any], repeat: int) -> float:
-    time.sleep(QUIET_SECONDS)  # let the previous library's threads go to sleep
-    fn()  # warm-up (and first-touch of outputs)
+def timed_calls(fn: Callable[[], Any]) -> list[float]:
+    """`CALLS_PER_TURN` timings of `fn`, after `WARM_SECONDS` of untimed calls."""
+    warm_until = time.perf_counter() + WARM_SECONDS
+    fn()
+    while time.perf_counter() < warm_until:
+        fn()
     times = []
-    for _ in range(repeat):
+    for _call in range(CALLS_PER_TURN):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return times
+
+
+def run_worker(library: str, name: str, threads: int) -> list[float]:
+    """In this process: `library`'s version of workload `name`, timed (see `timed_calls`)."""
+    import numpy as np
+
+    work = workloads(np.random.default_rng(0))[name]
+    inputs = work["args"]
+    if library == "polyflow":
+        sys.path.insert(0, ROOT)
+        import polyflow.tc as tc
+        from polyflow.options import Options
+        from polyflow.tc_library import LIBRARY
+
+        kernel = tc.define(LIBRARY[name], name, options=Options(opt_level=3, march="native"))
+        got = kernel(*inputs)
+        return timed_calls(lambda: kernel(*inputs, out=got))
+    if library == "numpy":
+        return timed_calls(lambda: work["numpy"](*inputs))
+    import torch
+
+    torch.set_num_threads(threads)
+    tensors = [torch.from_numpy(a) for a in inputs]
+    return timed_calls(lambda: _no_grad(torch, work["torch"], tensors))
+
+
+def worker_times(library: str, name: str, threads: int) -> list[float]:
+    """`run_worker` in a fresh process."""
+    command = [sys.executable, os.path.abspath(__file__), "--worker", library, "--only", name,
+               "--threads", str(threads)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return [float(value) for value in done.stdout.split()]
+
+
+def _no_grad(torch: Any, fn: Callable[..., Any], tensors: list[Any]) -> Any:
+    with torch.no_grad():
+        return fn(torch, *tensors)
 
 
 def workloads(rng: Any) -> dict[str, dict[str, Any]]:
@@ -98,11 +147,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--only", help="comma-separated workloads (matmul, conv2d, mlp2)")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--worker", choices=LIBRARIES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     _set_threads(args.threads)
+    if args.worker:
+        print(" ".join(str(t) for t in run_worker(args.worker, args.only, args.threads)))
+        return 0
 
     import numpy as np
     from rich.console import Console
+    from rich.progress import track
     from rich.table import Table
 
     sys.path.insert(0, ROOT)
@@ -110,12 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     from polyflow.options import Options
     from polyflow.tc_library import LIBRARY
 
-    try:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    except ImportError:
-        torch = None
+    have_torch = importlib.util.find_spec("torch") is not None
+    libraries = [lib for lib in LIBRARIES if have_torch or lib != "torch"]
 
     console = Console(stderr=True)
     rng = np.random.default_rng(0)
@@ -138,23 +188,18 @@ def main(argv: list[str] | None = None) -> int:
             float(np.max(np.abs(g - w)) / (np.max(np.abs(w)) + 1e-30))
             for g, w in zip(got_list, want_list, strict=True)
         )
-        outputs = got_list
         console.print(f"  compiled in {compile_seconds:.1f} s; max relative error {error:.1e}")
         row: dict[str, Any] = {"workload": name, "compile_seconds": compile_seconds,
                                "max_rel_error": error}  # fmt: skip
-        out = tuple(outputs) if len(outputs) > 1 else outputs[0]
-        row["polyflow"] = median_time(lambda k=kernel, i=inputs, o=out: k(*i, out=o), args.repeat)
-        row["numpy"] = median_time(lambda w=work, i=inputs: w["numpy"](*i), args.repeat)
-        if torch is not None:
-            tensors = [torch.from_numpy(a) for a in inputs]
-            with torch.no_grad():
-                row["torch"] = median_time(
-                    lambda w=work, t=tensors: w["torch"](torch, *t), args.repeat
-                )
+        samples: dict[str, list[float]] = {lib: [] for lib in libraries}
+        for _round in track(range(args.repeat), description=f"  timing {name}", console=console):
+            for lib in libraries:
+                samples[lib] += worker_times(lib, name, args.threads)
+        row.update({lib: statistics.median(times) for lib, times in samples.items()})
         row["gflops_polyflow"] = work["flops"] / row["polyflow"] / 1e9
         results.append(row)
 
-    table = Table(title=f"TC on the CPU, {args.threads} thread(s), median of {args.repeat}")
+    table = Table(title=f"TC on the CPU, {args.threads} thread(s), median of {args.repeat} rounds")
     for column in ("workload", "polyflow", "numpy", "polyflow / numpy", "torch",
                    "polyflow / torch", "GFLOP/s"):  # fmt: skip
         table.add_column(column, justify="left" if column == "workload" else "right")
