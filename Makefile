@@ -22,7 +22,7 @@ run: setup
 
 lint: setup
 	$(VENV)/bin/ruff check $(LINT_DIRS)
-	$(VENV)/bin/mypy polyflow
+	$(VENV)/bin/mypy polyflow server
 
 # pytest's exit code 5 (no tests collected) is an error here, as every non-zero code is.
 test: lint

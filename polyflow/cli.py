@@ -4,6 +4,7 @@ Comprehensions (`polyflow tc`: inferred ranges and shapes, the IR for given size
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,11 @@ def _build_parser() -> argparse.ArgumentParser:
         prog="polyflow", description="A polyhedral optimizing compiler for C loop nests."
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser(
+        "serve",
+        help="run the compile service (HTTP; polyflow serve --help for its flags)",
+        add_help=False,
+    )
     build = sub.add_parser(
         "build", help="compile a C file into an executable (or an intermediate stage)"
     )
@@ -259,7 +265,12 @@ def _normalize_argv(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "serve":
+        # the service lives above polyflow (server/ imports polyflow, not the other way round)
+        serve: Any = importlib.import_module("server.__main__")
+        return int(serve.main(argv[1:]))
+    args = parse_args(argv)
     try:
         if args.command == "tc":
             return _tc(args)

@@ -1,0 +1,67 @@
+"""`polyflow serve` / `python -m server`: run the compile service with uvicorn.
+
+Every flag also comes from an environment variable (`POLYFLOW_SERVE_HOST`, `_PORT`, `_WORKERS`,
+`_CACHE_DIR`, `_MAX_SOURCE_BYTES`, `_TIMEOUT`, `_MAX_QUEUE`, `_API_KEY_FILE`); a flag wins over
+its variable. Logs are JSON lines, one per request, with its request id.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+
+def _env(name: str, default: str | None) -> str | None:
+    return os.environ.get(f"POLYFLOW_SERVE_{name}", default)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="polyflow serve", description="the compile service")
+    parser.add_argument("--host", default=_env("HOST", "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=int(_env("PORT", "8000") or 8000))
+    parser.add_argument("--workers", type=int, default=int(_env("WORKERS", "2") or 2),
+                        help="compile worker processes")  # fmt: skip
+    parser.add_argument("--cache-dir", default=_env("CACHE_DIR", None),
+                        help="where the SQLite compile cache lives (default: the user cache dir)")  # fmt: skip
+    parser.add_argument("--max-source-bytes", type=int,
+                        default=int(_env("MAX_SOURCE_BYTES", str(1 << 20)) or 0))  # fmt: skip
+    parser.add_argument("--timeout", type=float, default=float(_env("TIMEOUT", "120") or 120),
+                        help="seconds one compile may take")  # fmt: skip
+    parser.add_argument("--max-queue", type=int, default=int(_env("MAX_QUEUE", "64") or 64),
+                        help="compiles that may wait for a worker before 503")  # fmt: skip
+    parser.add_argument("--api-key-file", default=_env("API_KEY_FILE", None),
+                        help="one API key per line; requests must then send one")  # fmt: skip
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    import uvicorn
+
+    from .app import ServeConfig, create_app
+
+    keys: frozenset[str] = frozenset()
+    if args.api_key_file:
+        lines = Path(args.api_key_file).read_text().splitlines()
+        keys = frozenset(line.strip() for line in lines if line.strip())
+        if not keys:
+            print(f"polyflow serve: no key in {args.api_key_file}", file=sys.stderr)
+            return 2
+    config = ServeConfig(
+        workers=args.workers,
+        cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+        max_source_bytes=args.max_source_bytes,
+        timeout=args.timeout,
+        max_queue=args.max_queue,
+        api_keys=keys,
+    )
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    uvicorn.run(create_app(config), host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

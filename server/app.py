@@ -1,0 +1,263 @@
+"""The compile service: a FastAPI app over a worker pool and the compile cache.
+
+    POST /v1/compile            compile C or TC (cached by content; see polyflow/tune/cache.py)
+    GET  /v1/artifacts/{key}/{name}   an artifact of a cached result, as bytes
+    GET  /v1/healthz            workers, queue, cache size
+    GET  /v1/version            polyflow, MLIR and isl versions
+
+Errors are JSON `{"detail": ...}` and never carry a traceback: 422 for bad input (C/TC errors
+with their position, unknown options naming the field), 413 for a source over the size limit,
+401 without a valid API key (when keys are configured), 503 with `Retry-After` when the queue
+is full, 504 when a compile passes its time limit, 500 when a worker died mid-job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import secrets
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+from fastapi import FastAPI, HTTPException, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+import polyflow
+from polyflow.options import Options
+from polyflow.tune.cache import CompileCache, cache_key
+
+from .jobs import FORBIDDEN_OPTIONS, STAGES
+from .workers import JobTimeout, QueueFull, WorkerDied, WorkerPool
+
+log = logging.getLogger("polyflow.serve")
+
+
+@dataclass
+class ServeConfig:
+    """What `polyflow serve` sets (each also from a `POLYFLOW_SERVE_*` variable)."""
+
+    workers: int = 2
+    cache_dir: Path | None = None
+    max_source_bytes: int = 1 << 20
+    timeout: float = 120.0
+    max_queue: int = 64
+    memory_bytes: int | None = 8 << 30
+    api_keys: frozenset[str] = field(default_factory=frozenset)
+
+
+class CompileRequest(BaseModel):
+    """The body of POST /v1/compile."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    language: Literal["c", "tc"]
+    source: str
+    entry: str | None = None
+    target: Literal["cpu", "cuda"] = "cpu"
+    options: dict[str, Any] = Field(default_factory=dict)
+    emit: list[Literal["mlir", "affine", "affine-opt", "llvm-dialect", "llvm"]] = Field(
+        default_factory=list
+    )
+    sizes: dict[str, int] | None = Field(
+        default=None, description="TC only: the size of each symbolic dimension of the inputs"
+    )
+
+
+class CompileResponse(BaseModel):
+    key: str
+    entry: str | None
+    diagnostics: list[dict[str, Any]]
+    stages: dict[str, str]
+    artifacts: dict[str, str]
+    timings: dict[str, float]
+    cached: bool
+
+
+def versions() -> dict[str, str]:
+    def version_of(package: str) -> str:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return "unknown"
+
+    return {
+        "polyflow": polyflow.__version__,
+        "mlir": version_of("xtc-mlir-python-bindings"),
+        "isl": version_of("islpy"),
+    }
+
+
+def create_app(config: ServeConfig | None = None) -> FastAPI:
+    """The service's app; its worker pool starts and stops with the app's lifespan."""
+    config = config or ServeConfig()
+    cache = CompileCache(config.cache_dir)
+    pool = WorkerPool(config.workers, max_queue=config.max_queue, memory_bytes=config.memory_bytes)
+    in_flight: dict[str, asyncio.Future[dict[str, Any]]] = {}
+    known_versions = versions()
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        pool.start()
+        try:
+            yield
+        finally:
+            pool.close()
+
+    app = FastAPI(title="polyflow compile service", version=polyflow.__version__, lifespan=lifespan)
+    app.state.pool = pool
+    app.state.cache = cache
+
+    @app.middleware("http")
+    async def request_id_and_keys(request: Request, call_next: Any) -> Response:
+        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+        start = time.perf_counter()
+        if (
+            config.api_keys
+            and request.url.path.startswith("/v1/")
+            and not _authorized(request.headers.get("authorization", ""), config.api_keys)
+        ):
+            response: Response = JSONResponse(
+                {"detail": "a valid API key is required (Authorization: Bearer KEY)"},
+                status_code=401,
+            )
+        else:
+            response = await call_next(request)
+        response.headers["x-request-id"] = request_id
+        log.info(
+            json.dumps(
+                {
+                    "request_id": request_id,
+                    "method": request.method,
+                    "path": request.url.path,
+                    "status": response.status_code,
+                    "ms": round((time.perf_counter() - start) * 1e3, 2),
+                }
+            )
+        )
+        return response
+
+    @app.get("/v1/healthz")
+    async def healthz() -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "workers": pool.pids,
+            "busy": sorted(pool.busy),
+            "waiting": pool.waiting,
+            "replaced": pool.replaced,
+        }
+
+    @app.get("/v1/version")
+    async def version() -> dict[str, str]:
+        return known_versions
+
+    @app.post("/v1/compile", response_model=CompileResponse)
+    async def compile_source(body: CompileRequest) -> dict[str, Any]:
+        if len(body.source.encode()) > config.max_source_bytes:
+            raise HTTPException(
+                413, f"the source is over the limit of {config.max_source_bytes} bytes"
+            )
+        options = _checked_options(body.options)
+        key = cache_key(
+            source=body.source,
+            language=body.language,
+            entry=body.entry,
+            target=body.target,
+            options={**options, "sizes": body.sizes, "emit": sorted(body.emit)},
+            versions=known_versions,
+        )
+        stored = cache.get(key)
+        if stored is not None:
+            return {**json.loads(stored), "key": key, "cached": True}
+        if body.target == "cuda":
+            raise HTTPException(422, "target 'cuda' is not available in this build yet")
+        # identical requests in flight share one compile
+        pending = in_flight.get(key)
+        if pending is None:
+            pending = asyncio.get_running_loop().create_future()
+            in_flight[key] = pending
+            request = {**body.model_dump(), "options": options}
+            try:
+                outcome = await pool.run(request, config.timeout)
+                pending.set_result(outcome)
+            except Exception as exc:
+                pending.set_exception(exc)
+                pending.exception()  # retrieved: no "never retrieved" warning when alone
+            finally:
+                del in_flight[key]
+        try:
+            outcome = await asyncio.shield(pending)
+        except QueueFull:
+            raise HTTPException(
+                503, "the compile queue is full", headers={"Retry-After": "1"}
+            ) from None
+        except JobTimeout:
+            raise HTTPException(
+                504, f"the compile took longer than {config.timeout} s and was stopped"
+            ) from None
+        except WorkerDied:
+            raise HTTPException(
+                500, "the worker compiling this request died; the request was not completed"
+            ) from None
+        if "error" in outcome:
+            error = outcome["error"]
+            if error["status"] == 422:
+                raise HTTPException(422, error["diagnostics"])
+            raise HTTPException(error["status"], error.get("message", "compile failed"))
+        result = outcome["ok"]
+        cache.put(key, json.dumps(result).encode())
+        return {**result, "key": key, "cached": False}
+
+    @app.get("/v1/artifacts/{key}/{name}")
+    async def artifact(key: str, name: str) -> Response:
+        stored = cache.get(key)
+        if stored is None:
+            raise HTTPException(404, f"no result with key {key}")
+        artifacts = json.loads(stored)["artifacts"]
+        if name not in artifacts:
+            raise HTTPException(404, f"result {key} has no artifact '{name}'")
+        return Response(base64.b64decode(artifacts[name]), media_type="application/octet-stream")
+
+    return app
+
+
+def _authorized(header: str, keys: frozenset[str]) -> bool:
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        return False
+    return any(secrets.compare_digest(token.strip(), key) for key in keys)
+
+
+def _checked_options(given: dict[str, Any]) -> dict[str, Any]:
+    """`given` as a full, validated options dict; 422 naming the field otherwise."""
+    forbidden = sorted(FORBIDDEN_OPTIONS & set(given))
+    if forbidden:
+        raise HTTPException(
+            422,
+            [
+                {"loc": ["body", "options", name], "msg": "may not be set through the service"}
+                for name in forbidden
+            ],
+        )
+    try:
+        options = Options(**given)
+    except ValidationError as exc:
+        raise HTTPException(
+            422,
+            [
+                {"loc": ["body", "options", *map(str, e["loc"])], "msg": e["msg"]}
+                for e in exc.errors()
+            ],
+        ) from None
+    return options.model_dump(mode="json")
+
+
+__all__ = ["STAGES", "CompileRequest", "ServeConfig", "create_app"]

@@ -1,0 +1,171 @@
+"""One compile, as a worker process runs it: a request in, a JSON-able outcome out.
+
+Nothing here executes submitted code: C goes through the preprocessor (fake libc headers only,
+no include directories, so `#include "x.h"` or any non-standard header is an error) and the
+parser; TC through its own parser. Options that would run a program of the user's choosing or
+read their files (`cc`, `include_dirs`) are refused before a job is made (see `FORBIDDEN_OPTIONS`).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from polyflow.errors import CompileError
+from polyflow.options import Options
+
+# Options a request may not set: `cc` names the program that preprocesses C, `include_dirs`
+# would let the preprocessor read the service's files.
+FORBIDDEN_OPTIONS = frozenset({"cc", "include_dirs", "cflags"})
+# `#include <name>` of these is all a C request may include (C11's standard headers and the
+# POSIX ones that the fake libc headers polyflow parses with provide).
+STANDARD_HEADERS = frozenset(
+    """assert.h complex.h ctype.h errno.h fenv.h float.h inttypes.h iso646.h limits.h locale.h
+    math.h setjmp.h signal.h stdalign.h stdarg.h stdatomic.h stdbool.h stddef.h stdint.h stdio.h
+    stdlib.h stdnoreturn.h string.h tgmath.h threads.h time.h uchar.h wchar.h wctype.h
+    unistd.h sys/types.h sys/time.h""".split()
+)
+_SAFE_DIRECTIVES = frozenset(
+    "define undef if ifdef ifndef elif elifdef elifndef else endif pragma line error warning".split()
+)
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w+)(.*)$")
+_STANDARD_INCLUDE = re.compile(r"^[ \t]*<([\w/.]+)>[ \t]*(//.*|/\*.*)?$")
+STAGES = ("mlir", "affine", "affine-opt", "llvm-dialect", "llvm")
+
+
+def run_job(request: dict[str, Any]) -> dict[str, Any]:
+    """Compile `request` (the fields of a /v1/compile body, validated); returns
+    `{"ok": {...response fields...}}` or `{"error": {"status", "diagnostics"}}`."""
+    try:
+        return {"ok": _compile(request)}
+    except CompileError as exc:
+        return {"error": {"status": 422, "diagnostics": [exc.to_dict()]}}
+
+
+def _compile(request: dict[str, Any]) -> dict[str, Any]:
+    from mlir import ir
+
+    from polyflow.backend.llvm_ir import compile_llvm_ir_to_object
+    from polyflow.pipeline import run_pipeline
+
+    options = Options(**request["options"])
+    keep = frozenset(request["emit"])
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    context = ir.Context()
+    with context, ir.Location.unknown():
+        if request["language"] == "c":
+            module, entry = _c_module(request, options)
+        else:
+            module, entry = _tc_module(request, options)
+        timings["frontend"] = (time.perf_counter() - start) * 1e3
+        result = run_pipeline(module, options, stop_after="llvm", keep=keep)
+    timings.update({name: seconds * 1e3 for name, seconds in result.timings.items()})
+    assert result.llvm_ir is not None  # stop_after="llvm" always reaches it
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="polyflow-serve-") as tmp:
+        obj = compile_llvm_ir_to_object(result.llvm_ir, Path(tmp) / "kernel.o", options)
+        artifact = obj.read_bytes()
+    timings["object"] = (time.perf_counter() - start) * 1e3
+    diagnostics = [{"severity": "warning", "message": w} for w in result.warnings]
+    diagnostics += [{"severity": "note", "message": n} for n in result.notes]
+    return {
+        "entry": entry,
+        "diagnostics": diagnostics,
+        "stages": {name: text for name, text in result.stages.items() if name in keep},
+        "artifacts": {"kernel.o": base64.b64encode(artifact).decode()},
+        "timings": timings,
+    }
+
+
+def check_includes(source: str) -> None:
+    """Refuse (CompileError at the line) any `#include` but `<standard header>`, and any
+    directive of a form not known safe (`#/**/include`, `#include MACRO`): the preprocessor would
+    otherwise read any file the service can (`#include "/etc/passwd"`)."""
+    lines = source.replace("\r\n", "\n").split("\n")
+    number = 0
+    while number < len(lines):
+        first = number
+        line = lines[number]
+        while line.endswith("\\") and number + 1 < len(lines):  # a continued directive
+            number += 1
+            line = line[:-1] + lines[number]
+        number += 1
+        if not line.lstrip().startswith("#"):
+            continue
+        match = _DIRECTIVE.match(line)
+        name = match.group(1) if match else ""
+        if name in _SAFE_DIRECTIVES and "dependency" not in line:  # `#pragma GCC dependency "f"`
+            continue
+        if name == "include" and match is not None:
+            header = _STANDARD_INCLUDE.match(match.group(2))
+            if header is not None and header.group(1) in STANDARD_HEADERS:
+                continue
+        raise CompileError(
+            "the compile service includes only standard headers (#include <stdio.h>, "
+            "<math.h>, ...): put the code of other headers in the source",
+            file="<input>",
+            line=first + 1,
+            column=line.index("#") + 1,
+            source_line=lines[first],
+        )
+
+
+def _c_module(request: dict[str, Any], options: Options) -> tuple[Any, str | None]:
+    from polyflow.frontend.c import emit_c_module
+    from polyflow.frontend.c_parse import parse_c
+
+    check_includes(request["source"])
+    parsed = parse_c(request["source"], "<input>", options, None)
+    entry = request.get("entry")
+    cmod = emit_c_module(parsed, only=(entry,) if entry else None)
+    if entry and entry not in cmod.functions:
+        known = ", ".join(sorted(cmod.functions)) or "none"
+        reason = cmod.skipped.get(entry)
+        detail = f": {reason}" if reason else f" (compilable functions: {known})"
+        raise CompileError(f"cannot compile '{entry}'{detail}", file="<input>")
+    if not cmod.functions:
+        raise CompileError("no function in the source can be compiled", file="<input>")
+    # the module lives in the frontend's context: move it into ours through its text
+    from mlir import ir
+
+    return ir.Module.parse(str(cmod.module)), entry
+
+
+def _tc_module(request: dict[str, Any], options: Options) -> tuple[Any, str | None]:
+    import polyflow.tc as tc
+    from polyflow.frontend.tc.lower import lower_definition
+    from polyflow.frontend.tc.ranges import specialize
+
+    try:
+        fn = tc.define(request["source"], name=request.get("entry"), options=options)
+    except ValueError as exc:  # no such definition, or several and no entry
+        raise CompileError(str(exc), file="<tc>") from exc
+    sizes = dict(request.get("sizes") or {})
+    needed = sorted(
+        {
+            dim
+            for param in fn.definition.inputs
+            for dim in (param.dims or ())
+            if isinstance(dim, str)
+        }
+    )
+    missing = [name for name in needed if name not in sizes]
+    if missing:
+        raise CompileError(
+            f"a TC compile needs the size of every symbolic dimension: give 'sizes' for "
+            f"{', '.join(missing)}",
+            file="<tc>",
+        )
+    specialized = specialize(fn.inferred, sizes, source=fn.source, file=fn.file)
+    module = lower_definition(
+        specialized,
+        callees=fn._callees,  # the definitions it may call
+        source=fn.source,
+        file=fn.file,
+    )
+    return module, fn.name

@@ -1,0 +1,231 @@
+"""The compile service through a real uvicorn server on a loopback port (server/): compiles of C
+and TC, the cache, every error status, API keys, time limits and a worker killed mid-job."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from polyflow.errors import CompileError
+from server.jobs import check_includes
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SCALE = "void scale(int n, double a[100]) { for (int i = 0; i < n; i++) a[i] = 2 * a[i]; }\n"
+MV_TC = "def mv(float(M,K) A, float(K) x) -> (C) { C(i) +=! A(i,k) * x(k) }"
+
+
+class Server:
+    def __init__(self, url: str, process: subprocess.Popen[bytes]) -> None:
+        self.url = url
+        self.process = process
+
+    def call(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        request.add_header("content-type", "application/json")
+        for name, value in (headers or {}).items():
+            request.add_header(name, value)
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                return response.status, dict(response.headers), response.read()
+        except urllib.error.HTTPError as error:
+            return error.code, dict(error.headers), error.read()
+
+    def compile(self, body: dict[str, Any], **kw: Any) -> tuple[int, Any]:
+        status, _, payload = self.call("POST", "/v1/compile", body, **kw)
+        return status, json.loads(payload)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def start_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(*flags: str) -> Server:
+        port = _free_port()
+        cache = tmp_path_factory.mktemp("cache")
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--cache-dir",
+                str(cache),
+                *flags,
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        started.append(process)
+        server = Server(f"http://127.0.0.1:{port}", process)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if server.call("GET", "/v1/healthz")[0] in (200, 401):
+                    return server
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.2)
+        raise RuntimeError("the server did not start")
+
+    yield start
+    for process in started:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(start_server: Any) -> Server:
+    return start_server("--workers", "2", "--max-source-bytes", "4000")
+
+
+def test_version_and_health(server: Server) -> None:
+    status, _, body = server.call("GET", "/v1/version")
+    assert status == 200 and set(json.loads(body)) == {"polyflow", "mlir", "isl"}
+    status, _, body = server.call("GET", "/v1/healthz")
+    assert status == 200 and len(json.loads(body)["workers"]) == 2
+
+
+def test_c_compiles_to_an_object_and_a_repeat_is_a_cache_hit(server: Server) -> None:
+    request = {"language": "c", "source": SCALE, "emit": ["affine"], "options": {"opt_level": 3}}
+    start = time.perf_counter()
+    status, first = server.compile(request)
+    miss = time.perf_counter() - start
+    assert status == 200, first
+    assert first["cached"] is False and "affine.for" in first["stages"]["affine"]
+    obj = base64.b64decode(first["artifacts"]["kernel.o"])
+    assert obj[:4] == b"\x7fELF"
+    start = time.perf_counter()
+    status, again = server.compile({**request, "source": SCALE + "\n\n"})  # same after normalizing
+    hit = time.perf_counter() - start
+    assert status == 200 and again["cached"] is True and again["key"] == first["key"]
+    assert hit < miss
+    status, _, raw = server.call("GET", f"/v1/artifacts/{first['key']}/kernel.o")
+    assert status == 200 and raw == obj
+
+
+def test_tc_compiles_with_sizes(server: Server) -> None:
+    status, body = server.compile({"language": "tc", "source": MV_TC, "sizes": {"M": 8, "K": 4}})
+    assert status == 200 and body["entry"] == "mv"
+    status, body = server.compile({"language": "tc", "source": MV_TC})
+    assert status == 422 and "K, M" in body["detail"][0]["message"]
+
+
+@pytest.mark.parametrize(
+    "request_body,where",
+    [
+        ({"language": "c", "source": "void f(int n) {\n  int x = ;\n}\n"}, (2, 11)),
+        ({"language": "tc", "source": "def f(float(N) a) -> (b) {\n  b(i) = a(j)\n}"}, (2, 12)),
+        ({"language": "c", "source": 'void f(void) {}\n#include "/etc/passwd"\n'}, (2, 1)),
+    ],
+)
+def test_bad_input_is_422_with_its_position(
+    server: Server, request_body: dict[str, Any], where: tuple[int, int]
+) -> None:
+    status, body = server.compile(request_body)
+    assert status == 422, body
+    (diagnostic,) = body["detail"]
+    assert (diagnostic["line"], diagnostic["column"]) == where
+    assert "Traceback" not in json.dumps(body)
+
+
+def test_options_are_checked_by_name(server: Server) -> None:
+    status, body = server.compile({"language": "c", "source": SCALE, "options": {"tiling": 1}})
+    assert status == 422 and body["detail"][0]["loc"] == ["body", "options", "tiling"]
+    status, body = server.compile({"language": "c", "source": SCALE, "options": {"cc": "sh"}})
+    assert status == 422 and body["detail"][0]["loc"] == ["body", "options", "cc"]
+    status, body = server.compile({"language": "fortran", "source": SCALE})
+    assert status == 422
+
+
+def test_a_source_over_the_limit_is_413(server: Server) -> None:
+    status, _ = server.compile({"language": "c", "source": SCALE + "//" + "x" * 5000})
+    assert status == 413
+
+
+def test_a_worker_killed_mid_job_fails_that_request_only(server: Server) -> None:
+    # a source the cache has not seen, big enough to keep a worker busy for a moment
+    source = "".join(
+        f"void k{n}(int m, double a[64][64]) {{ for (int i = 0; i < m; i++) "
+        f"for (int j = 0; j < m; j++) a[i][j] += a[j][i] * {n}; }}\n"
+        for n in range(12)
+    )
+    outcome: dict[str, Any] = {}
+
+    def compile_it() -> None:
+        outcome["status"], outcome["body"] = server.compile(
+            {"language": "c", "source": source, "options": {"opt_level": 3}}
+        )
+
+    thread = threading.Thread(target=compile_it)
+    thread.start()
+    busy: list[int] = []
+    deadline = time.monotonic() + 30
+    while not busy and time.monotonic() < deadline:
+        busy = json.loads(server.call("GET", "/v1/healthz")[2])["busy"]
+    assert busy, "the compile never started"
+    os.kill(busy[0], signal.SIGKILL)
+    thread.join(timeout=120)
+    assert outcome["status"] == 500 and "died" in outcome["body"]["detail"]
+    status, body = server.compile({"language": "c", "source": source.replace("k0", "kk")})
+    assert status == 200, body
+    assert json.loads(server.call("GET", "/v1/healthz")[2])["replaced"] >= 1
+
+
+def test_without_a_valid_key_nothing_compiles(start_server: Any, tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text("sesame\n")
+    guarded = start_server("--workers", "1", "--api-key-file", str(keys))
+    request = {"language": "c", "source": SCALE}
+    assert guarded.compile(request)[0] == 401
+    assert guarded.compile(request, headers={"Authorization": "Bearer nope"})[0] == 401
+    status, body = guarded.compile(request, headers={"Authorization": "Bearer sesame"})
+    assert status == 200 and body["cached"] is False
+
+
+def test_a_compile_past_the_time_limit_is_504_and_the_service_goes_on(start_server: Any) -> None:
+    hurried = start_server("--workers", "1", "--timeout", "0.05")
+    status, body = hurried.compile({"language": "c", "source": SCALE})
+    assert status == 504 and "longer than" in body["detail"]
+    status, _, health = hurried.call("GET", "/v1/healthz")
+    assert status == 200 and json.loads(health)["replaced"] == 1
+
+
+def test_only_standard_headers_may_be_included() -> None:
+    check_includes("#include <stdio.h>\n  # include <math.h> // m\n#define A 1\n#if A\n#endif\n")
+    for source in (
+        '#include "local.h"',
+        "#include </etc/passwd>",
+        "#/**/include <x>",
+        "#define H <stdio.h>\n#include H",
+        "#inc\\\nlude </etc/passwd>",
+        '#pragma GCC dependency "/etc/passwd"',
+    ):
+        with pytest.raises(CompileError):
+            check_includes(source)
