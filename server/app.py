@@ -101,7 +101,7 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
     config = config or ServeConfig()
     cache = CompileCache(config.cache_dir)
     pool = WorkerPool(config.workers, max_queue=config.max_queue, memory_bytes=config.memory_bytes)
-    in_flight: dict[str, asyncio.Future[dict[str, Any]]] = {}
+    in_flight: dict[str, asyncio.Future[dict[str, Any]]] = {}  # key -> its compile task
     known_versions = versions()
 
     @asynccontextmanager
@@ -153,11 +153,21 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             "busy": sorted(pool.busy),
             "waiting": pool.waiting,
             "replaced": pool.replaced,
+            "jobs": pool.jobs,
         }
 
     @app.get("/v1/version")
     async def version() -> dict[str, str]:
         return known_versions
+
+    async def compile_and_store(key: str, request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            outcome = await pool.run(request, config.timeout)
+            if "ok" in outcome:
+                cache.put(key, json.dumps(outcome["ok"]).encode())
+            return outcome
+        finally:
+            in_flight.pop(key, None)
 
     @app.post("/v1/compile", response_model=CompileResponse)
     async def compile_source(body: CompileRequest) -> dict[str, Any]:
@@ -179,22 +189,17 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             return {**json.loads(stored), "key": key, "cached": True}
         if body.target == "cuda":
             raise HTTPException(422, "target 'cuda' is not available in this build yet")
-        # identical requests in flight share one compile
-        pending = in_flight.get(key)
-        if pending is None:
-            pending = asyncio.get_running_loop().create_future()
-            in_flight[key] = pending
+        # Identical requests in flight share one compile, which runs as a task of its own: a
+        # handler cancelled mid-wait (the client went away) must not stop it between sending
+        # the job and reading the answer, or the worker's next job would read this answer.
+        task = in_flight.get(key)
+        if task is None:
             request = {**body.model_dump(), "options": options}
-            try:
-                outcome = await pool.run(request, config.timeout)
-                pending.set_result(outcome)
-            except Exception as exc:
-                pending.set_exception(exc)
-                pending.exception()  # retrieved: no "never retrieved" warning when alone
-            finally:
-                del in_flight[key]
+            task = asyncio.ensure_future(compile_and_store(key, request))
+            task.add_done_callback(_retrieve)
+            in_flight[key] = task
         try:
-            outcome = await asyncio.shield(pending)
+            outcome = await asyncio.shield(task)
         except QueueFull:
             raise HTTPException(
                 503, "the compile queue is full", headers={"Retry-After": "1"}
@@ -212,9 +217,7 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             if error["status"] == 422:
                 raise HTTPException(422, error["diagnostics"])
             raise HTTPException(error["status"], error.get("message", "compile failed"))
-        result = outcome["ok"]
-        cache.put(key, json.dumps(result).encode())
-        return {**result, "key": key, "cached": False}
+        return {**outcome["ok"], "key": key, "cached": False}
 
     @app.get("/v1/artifacts/{key}/{name}")
     async def artifact(key: str, name: str) -> Response:
@@ -227,6 +230,12 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
         return Response(base64.b64decode(artifacts[name]), media_type="application/octet-stream")
 
     return app
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark a compile task's exception as seen (every waiter may have gone away)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _authorized(header: str, keys: frozenset[str]) -> bool:

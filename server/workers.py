@@ -72,6 +72,7 @@ class WorkerPool:
         self.waiting = 0
         self.busy: dict[int, float] = {}  # pid -> start time, for /v1/healthz and the tests
         self.replaced = 0
+        self.jobs = 0  # jobs sent to a worker
 
     def start(self) -> None:
         self._idle = asyncio.Queue()
@@ -117,6 +118,7 @@ class WorkerPool:
         pid = worker.pid
         self.busy[pid] = loop.time()
         try:
+            self.jobs += 1
             worker.conn.send(request)
             ready = await loop.run_in_executor(None, worker.conn.poll, timeout)
             if not ready:

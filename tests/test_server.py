@@ -130,6 +130,25 @@ def test_c_compiles_to_an_object_and_a_repeat_is_a_cache_hit(server: Server) -> 
     assert status == 200 and raw == obj
 
 
+def test_identical_requests_in_flight_compile_once(server: Server) -> None:
+    source = SCALE.replace("scale", "scale_once")
+    jobs_before = json.loads(server.call("GET", "/v1/healthz")[2])["jobs"]
+    answers: list[tuple[int, Any]] = []
+    threads = [
+        threading.Thread(
+            target=lambda: answers.append(server.compile({"language": "c", "source": source}))
+        )
+        for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert [status for status, _ in answers] == [200] * 4
+    assert len({body["key"] for _, body in answers}) == 1
+    assert json.loads(server.call("GET", "/v1/healthz")[2])["jobs"] - jobs_before == 1
+
+
 def test_tc_compiles_with_sizes(server: Server) -> None:
     status, body = server.compile({"language": "tc", "source": MV_TC, "sizes": {"M": 8, "K": 4}})
     assert status == 200 and body["entry"] == "mv"
