@@ -4,6 +4,7 @@
     GET  /v1/artifacts/{key}/{name}   an artifact of a cached result, as bytes
     GET  /v1/healthz            workers, queue, cache size
     GET  /v1/version            polyflow, MLIR and isl versions
+    GET  /metrics               Prometheus: requests, cache hits/misses, latency, queue depth
 
 Errors are JSON `{"detail": ...}` and never carry a traceback: 422 for bad input (C/TC errors
 with their position, unknown options naming the field), 413 for a source over the size limit,
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fastapi import FastAPI, HTTPException, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import polyflow
@@ -36,6 +37,7 @@ from polyflow.options import Options
 from polyflow.tune.cache import CompileCache, cache_key
 
 from .jobs import FORBIDDEN_OPTIONS, STAGES
+from .metrics import Metrics
 from .workers import JobTimeout, QueueFull, WorkerDied, WorkerPool
 
 log = logging.getLogger("polyflow.serve")
@@ -103,6 +105,7 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
     pool = WorkerPool(config.workers, max_queue=config.max_queue, memory_bytes=config.memory_bytes)
     in_flight: dict[str, asyncio.Future[dict[str, Any]]] = {}  # key -> its compile task
     known_versions = versions()
+    metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -132,6 +135,9 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
         else:
             response = await call_next(request)
         response.headers["x-request-id"] = request_id
+        route = request.scope.get("route")
+        path = getattr(route, "path", "unmatched")  # the template: no key in the label
+        metrics.requests[(request.method, path, response.status_code)] += 1
         log.info(
             json.dumps(
                 {
@@ -155,6 +161,12 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             "replaced": pool.replaced,
             "jobs": pool.jobs,
         }
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    async def prometheus_metrics() -> str:
+        return metrics.render(
+            queue_depth=pool.waiting, busy_workers=len(pool.busy), replaced_workers=pool.replaced
+        )
 
     @app.get("/v1/version")
     async def version() -> dict[str, str]:
@@ -184,9 +196,13 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             options={**options, "sizes": body.sizes, "emit": sorted(body.emit)},
             versions=known_versions,
         )
+        started = time.perf_counter()
         stored = cache.get(key)
         if stored is not None:
+            metrics.cache_hits += 1
+            metrics.latency["hit"].observe(time.perf_counter() - started)
             return {**json.loads(stored), "key": key, "cached": True}
+        metrics.cache_misses += 1
         if body.target == "cuda":
             raise HTTPException(422, "target 'cuda' is not available in this build yet")
         # Identical requests in flight share one compile, which runs as a task of its own: a
@@ -217,6 +233,7 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             if error["status"] == 422:
                 raise HTTPException(422, error["diagnostics"])
             raise HTTPException(error["status"], error.get("message", "compile failed"))
+        metrics.latency["miss"].observe(time.perf_counter() - started)
         return {**outcome["ok"], "key": key, "cached": False}
 
     @app.get("/v1/artifacts/{key}/{name}")

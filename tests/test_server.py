@@ -149,6 +149,23 @@ def test_identical_requests_in_flight_compile_once(server: Server) -> None:
     assert json.loads(server.call("GET", "/v1/healthz")[2])["jobs"] - jobs_before == 1
 
 
+def test_metrics_count_requests_hits_and_misses(server: Server) -> None:
+    request = {"language": "c", "source": SCALE.replace("scale", "scale_metrics")}
+    server.compile(request)
+    server.compile(request)
+    status, _, text = server.call("GET", "/metrics")
+    lines = text.decode().splitlines()
+    assert status == 200
+
+    def value(prefix: str) -> float:
+        return sum(float(line.split()[-1]) for line in lines if line.startswith(prefix))
+
+    assert value("polyflow_cache_hits_total") >= 1 and value("polyflow_cache_misses_total") >= 1
+    assert value('polyflow_compile_seconds_count{cache="hit"}') >= 1
+    assert value('polyflow_requests_total{method="POST",path="/v1/compile",status="200"}') >= 2
+    assert any(line.startswith("polyflow_queue_depth ") for line in lines)
+
+
 def test_tc_compiles_with_sizes(server: Server) -> None:
     status, body = server.compile({"language": "tc", "source": MV_TC, "sizes": {"M": 8, "K": 4}})
     assert status == 200 and body["entry"] == "mv"
