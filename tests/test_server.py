@@ -265,3 +265,13 @@ def test_only_standard_headers_may_be_included() -> None:
     ):
         with pytest.raises(CompileError):
             check_includes(source)
+
+
+def test_the_load_test_runs_short_and_finds_every_answer_right() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "load_test_service.py"), "--clients", "4",
+         "--seconds", "2", "--miss-rate", "0.3"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ", 0 wrong or failed" in done.stdout and "hit :" in done.stdout
