@@ -3,7 +3,8 @@
 Nothing here executes submitted code: C goes through the preprocessor (fake libc headers only,
 no include directories, so `#include "x.h"` or any non-standard header is an error) and the
 parser; TC through its own parser. Options that would run a program of the user's choosing or
-read their files (`cc`, `include_dirs`) are refused before a job is made (see `FORBIDDEN_OPTIONS`).
+read their files (`cc`, `include_dirs`, `cflags`) are refused before a job is made
+(see `FORBIDDEN_OPTIONS`).
 """
 
 from __future__ import annotations
