@@ -166,10 +166,11 @@ def _tile_subtree(
     """`node`'s subtree with its outermost tileable bands tiled; returns the node at `node`'s
     position in the new tree."""
     if _is_permutable_band(node):
-        sizes = _fitted_sizes(node, options=options, element_bytes=element_bytes)
+        wanted = band_tile_sizes(node.band_n_member(), options=options, element_bytes=element_bytes)
         roles = _contraction_roles(node, strides) if _wants_contraction_tiles(options) else None
-        if roles is not None and sizes is not None:
-            sizes = _contraction_sizes(node, roles, sizes, element_bytes)
+        if roles is not None:
+            wanted = _contraction_sizes(wanted, roles, element_bytes)
+        sizes = _fitted_sizes(node, wanted)
         # Sizes the user gave are followed; the default ones only where they bring reuse, or
         # keep a parallel loop outermost that the locality order would move inwards.
         pays = (
@@ -280,14 +281,10 @@ def _has_divisibility_guards(node: isl.ScheduleNode) -> bool:
     )
 
 
-def _fitted_sizes(
-    node: isl.ScheduleNode, *, options: Options, element_bytes: int
-) -> tuple[int, ...] | None:
-    """The band's tile sizes, each member with a known small range sized to cover it in one
-    tile; None when every member has such a range (nothing to tile)."""
-    sizes = list(
-        band_tile_sizes(node.band_n_member(), options=options, element_bytes=element_bytes)
-    )
+def _fitted_sizes(node: isl.ScheduleNode, wanted: Sequence[int]) -> tuple[int, ...] | None:
+    """The band's tile sizes (`wanted`), each member with a known range smaller than its size
+    sized to cover it in one tile; None when every member has such a range (nothing to tile)."""
+    sizes = list(wanted)
     points = _band_points(node)
     worth_tiling = False
     for pos, size in enumerate(sizes):
@@ -312,26 +309,17 @@ def _wants_contraction_tiles(options: Options) -> bool:
 
 
 def _contraction_sizes(
-    node: isl.ScheduleNode,
-    roles: tuple[int, int, int],
-    sizes: tuple[int, ...],
-    element_bytes: int,
+    sizes: Sequence[int], roles: tuple[int, int, int], element_bytes: int
 ) -> tuple[int, ...]:
     """`sizes` with the contraction's members (`roles`: rows, columns, depth) sized for the
-    micro-kernels (see `CONTRACTION_TILE_ROWS`); members that one tile covers whole (in
-    `sizes`, from `_fitted_sizes`, or at the new size) take a single tile."""
-    points = _band_points(node)
-    fitted = list(sizes)
+    micro-kernels (see `CONTRACTION_TILE_ROWS`)."""
     depth = max(CONTRACTION_TILE_DEPTH_BYTES // max(element_bytes, 1), MIN_TILE_SIZE)
-    wanted_sizes = (CONTRACTION_TILE_ROWS, CONTRACTION_TILE_COLUMNS, depth)
-    for wanted, member in zip(wanted_sizes, roles, strict=True):
-        low, high = _constant_range(points, member)
-        if low is not None and high is not None and low >= 0 and high - low < sizes[member]:
-            continue  # one tile covers it already
-        if low is not None and high is not None and low >= 0 and high - low < wanted:
-            wanted = 1 << high.bit_length()  # one tile for the whole range
-        fitted[member] = wanted
-    return tuple(fitted)
+    wanted = list(sizes)
+    for size, member in zip(
+        (CONTRACTION_TILE_ROWS, CONTRACTION_TILE_COLUMNS, depth), roles, strict=True
+    ):
+        wanted[member] = size
+    return tuple(wanted)
 
 
 def _contraction_roles(
@@ -359,7 +347,7 @@ def _contraction_roles(
             found = {"X": False, "A": False, "B": False}
             fits = True
             for _array, function in strides.of(statement):
-                moving = {it for it in band_its if _depends_on(function, it)}
+                moving = {it for it in band_its if _reuse_along(function, it) != "temporal"}
                 if moving == {row, column} and _reuse_along(function, column) == "spatial":
                     found["X"] = True
                 elif moving == {row, depth}:
@@ -385,13 +373,6 @@ def _rectangular(domain: isl.Set, iterators: Sequence[int]) -> bool:
             if tied > 1:
                 return False
     return True
-
-
-def _depends_on(function: isl.MultiAff, iterator: int) -> bool:
-    return any(
-        not _coefficient(function.get_at(pos), iterator).is_zero()
-        for pos in range(function.dim(isl.dim_type.out))
-    )
 
 
 def _band_points(node: isl.ScheduleNode) -> isl.Set | None:
