@@ -36,7 +36,7 @@ import polyflow
 from polyflow.options import Options
 from polyflow.tune.cache import CompileCache, cache_key
 
-from .jobs import FORBIDDEN_OPTIONS, STAGES
+from .jobs import FORBIDDEN_OPTIONS
 from .metrics import Metrics
 from .workers import JobTimeout, QueueFull, WorkerDied, WorkerPool
 
@@ -116,8 +116,6 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             pool.close()
 
     app = FastAPI(title="polyflow compile service", version=polyflow.__version__, lifespan=lifespan)
-    app.state.pool = pool
-    app.state.cache = cache
 
     @app.middleware("http")
     async def request_id_and_keys(request: Request, call_next: Any) -> Response:
@@ -187,6 +185,8 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             raise HTTPException(
                 413, f"the source is over the limit of {config.max_source_bytes} bytes"
             )
+        if body.target == "cuda":  # never compiled, so never cached
+            raise HTTPException(422, "target 'cuda' is not available in this build yet")
         options = _checked_options(body.options)
         key = cache_key(
             source=body.source,
@@ -203,8 +203,6 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             metrics.latency["hit"].observe(time.perf_counter() - started)
             return {**json.loads(stored), "key": key, "cached": True}
         metrics.cache_misses += 1
-        if body.target == "cuda":
-            raise HTTPException(422, "target 'cuda' is not available in this build yet")
         # Identical requests in flight share one compile, which runs as a task of its own: a
         # handler cancelled mid-wait (the client went away) must not stop it between sending
         # the job and reading the answer, or the worker's next job would read this answer.
@@ -286,4 +284,4 @@ def _checked_options(given: dict[str, Any]) -> dict[str, Any]:
     return options.model_dump(mode="json")
 
 
-__all__ = ["STAGES", "CompileRequest", "ServeConfig", "create_app"]
+__all__ = ["CompileRequest", "ServeConfig", "create_app"]

@@ -35,7 +35,6 @@ _SAFE_DIRECTIVES = frozenset(
 )
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w+)(.*)$")
 _STANDARD_INCLUDE = re.compile(r"^[ \t]*<([\w/.]+)>[ \t]*(//.*|/\*.*)?$")
-STAGES = ("mlir", "affine", "affine-opt", "llvm-dialect", "llvm")
 
 
 def run_job(request: dict[str, Any]) -> dict[str, Any]:
@@ -57,13 +56,12 @@ def _compile(request: dict[str, Any]) -> dict[str, Any]:
     keep = frozenset(request["emit"])
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    context = ir.Context()
+    if request["language"] == "c":
+        context, module, entry = _c_module(request, options)
+    else:
+        context, module, entry = _tc_module(request, options)
+    timings["frontend"] = (time.perf_counter() - start) * 1e3
     with context, ir.Location.unknown():
-        if request["language"] == "c":
-            module, entry = _c_module(request, options)
-        else:
-            module, entry = _tc_module(request, options)
-        timings["frontend"] = (time.perf_counter() - start) * 1e3
         result = run_pipeline(module, options, stop_after="llvm", keep=keep)
     timings.update({name: seconds * 1e3 for name, seconds in result.timings.items()})
     assert result.llvm_ir is not None  # stop_after="llvm" always reaches it
@@ -116,7 +114,8 @@ def check_includes(source: str) -> None:
         )
 
 
-def _c_module(request: dict[str, Any], options: Options) -> tuple[Any, str | None]:
+def _c_module(request: dict[str, Any], options: Options) -> tuple[Any, Any, str | None]:
+    """(the MLIR context, the module in it, the entry) of a C request."""
     from polyflow.frontend.c import emit_c_module
     from polyflow.frontend.c_parse import parse_c
 
@@ -131,13 +130,13 @@ def _c_module(request: dict[str, Any], options: Options) -> tuple[Any, str | Non
         raise CompileError(f"cannot compile '{entry}'{detail}", file="<input>")
     if not cmod.functions:
         raise CompileError("no function in the source can be compiled", file="<input>")
-    # the module lives in the frontend's context: move it into ours through its text
+    return cmod.context, cmod.module, entry
+
+
+def _tc_module(request: dict[str, Any], options: Options) -> tuple[Any, Any, str | None]:
+    """(the MLIR context, the module in it, the entry) of a TC request."""
     from mlir import ir
 
-    return ir.Module.parse(str(cmod.module)), entry
-
-
-def _tc_module(request: dict[str, Any], options: Options) -> tuple[Any, str | None]:
     import polyflow.tc as tc
     from polyflow.frontend.tc.lower import lower_definition
     from polyflow.frontend.tc.ranges import specialize
@@ -163,10 +162,12 @@ def _tc_module(request: dict[str, Any], options: Options) -> tuple[Any, str | No
             file="<tc>",
         )
     specialized = specialize(fn.inferred, sizes, source=fn.source, file=fn.file)
-    module = lower_definition(
-        specialized,
-        callees=fn._callees,  # the definitions it may call
-        source=fn.source,
-        file=fn.file,
-    )
-    return module, fn.name
+    context = ir.Context()
+    with context, ir.Location.unknown():
+        module = lower_definition(
+            specialized,
+            callees=fn._callees,  # the definitions it may call
+            source=fn.source,
+            file=fn.file,
+        )
+    return context, module, fn.name
