@@ -26,9 +26,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, HTTPException, Request, Response
+from fastapi import Body, FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -75,13 +75,74 @@ class CompileRequest(BaseModel):
 
 
 class CompileResponse(BaseModel):
-    key: str
-    entry: str | None
-    diagnostics: list[dict[str, Any]]
-    stages: dict[str, str]
-    artifacts: dict[str, str]
-    timings: dict[str, float]
-    cached: bool
+    key: str = Field(description="the content address of this result (SHA-256, hex)")
+    entry: str | None = Field(description="the compiled function (None: every one that could be)")
+    diagnostics: list[dict[str, Any]] = Field(description="warnings and notes of the compile")
+    stages: dict[str, str] = Field(description="the MLIR/LLVM text of each stage asked for")
+    artifacts: dict[str, str] = Field(description="name -> base64 bytes (also under /v1/artifacts)")
+    timings: dict[str, float] = Field(description="milliseconds per compile stage")
+    cached: bool = Field(description="true when the result came from the cache")
+
+
+class SourceDiagnostic(BaseModel):
+    """A C or TC error at its place in the source (line and column 0: no one place)."""
+
+    file: str
+    line: int
+    column: int
+    message: str
+
+
+class FieldError(BaseModel):
+    """A request field that is missing, of the wrong type, or not allowed."""
+
+    model_config = ConfigDict(extra="allow")
+
+    loc: list[str | int]
+    msg: str
+    type: str | None = None
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: a message, or the list of what was wrong."""
+
+    detail: str | list[SourceDiagnostic | FieldError]
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    described = {
+        400: "the body is not JSON",
+        401: "no valid API key (only when the service has keys)",
+        404: "no such result or artifact",
+        413: "the source is over the size limit",
+        422: "invalid request, or a C/TC error with its position",
+        500: "the worker compiling the request died (it has been replaced)",
+        503: "the compile queue is full; retry after `Retry-After` seconds",
+        504: "the compile passed its time limit (its worker has been replaced)",
+    }
+    return {s: {"model": ErrorBody, "description": described[s]} for s in (401, *statuses)}
+
+
+COMPILE_EXAMPLES = {
+    "c": {
+        "summary": "a C loop nest at -O3, with its affine stage",
+        "value": {
+            "language": "c",
+            "source": "void scale(int n, double a[100]) {\n"
+            "  for (int i = 0; i < n; i++) a[i] = 2 * a[i];\n}\n",
+            "options": {"opt_level": 3},
+            "emit": ["affine"],
+        },
+    },
+    "tc": {
+        "summary": "a Tensor Comprehension for given sizes",
+        "value": {
+            "language": "tc",
+            "source": "def mv(float(M,K) A, float(K) x) -> (C) { C(i) +=! A(i,k) * x(k) }",
+            "sizes": {"M": 64, "K": 32},
+        },
+    },
+}
 
 
 def versions() -> dict[str, str]:
@@ -149,7 +210,7 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
         )
         return response
 
-    @app.get("/v1/healthz")
+    @app.get("/v1/healthz", responses=_errors())
     async def healthz() -> dict[str, Any]:
         return {
             "status": "ok",
@@ -166,7 +227,7 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             queue_depth=pool.waiting, busy_workers=len(pool.busy), replaced_workers=pool.replaced
         )
 
-    @app.get("/v1/version")
+    @app.get("/v1/version", responses=_errors())
     async def version() -> dict[str, str]:
         return known_versions
 
@@ -179,8 +240,25 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
         finally:
             in_flight.pop(key, None)
 
-    @app.post("/v1/compile", response_model=CompileResponse)
-    async def compile_source(body: CompileRequest) -> dict[str, Any]:
+    @app.post(
+        "/v1/compile",
+        response_model=CompileResponse,
+        responses={
+            200: {
+                "description": "the compile's result",
+                "links": {
+                    "GetObjectFile": {
+                        "operationId": "get_artifact",
+                        "parameters": {"key": "$response.body#/key", "name": "kernel.o"},
+                    }
+                },
+            },
+            **_errors(400, 413, 422, 500, 503, 504),
+        },
+    )
+    async def compile_source(
+        body: Annotated[CompileRequest, Body(openapi_examples=COMPILE_EXAMPLES)],
+    ) -> dict[str, Any]:
         if len(body.source.encode()) > config.max_source_bytes:
             raise HTTPException(
                 413, f"the source is over the limit of {config.max_source_bytes} bytes"
@@ -234,7 +312,15 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
         metrics.latency["miss"].observe(time.perf_counter() - started)
         return {**outcome["ok"], "key": key, "cached": False}
 
-    @app.get("/v1/artifacts/{key}/{name}")
+    @app.get(
+        "/v1/artifacts/{key}/{name}",
+        operation_id="get_artifact",
+        response_class=Response,
+        responses={
+            200: {"content": {"application/octet-stream": {}}, "description": "the bytes"},
+            **_errors(404, 422),
+        },
+    )
     async def artifact(key: str, name: str) -> Response:
         stored = cache.get(key)
         if stored is None:
