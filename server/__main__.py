@@ -1,8 +1,8 @@
 """`polyflow serve` / `python -m server`: run the compile service with uvicorn.
 
 Every flag also comes from an environment variable (`POLYFLOW_SERVE_HOST`, `_PORT`, `_WORKERS`,
-`_CACHE_DIR`, `_MAX_SOURCE_BYTES`, `_TIMEOUT`, `_MAX_QUEUE`, `_API_KEY_FILE`); a flag wins over
-its variable. Logs are JSON lines, one per request, with its request id.
+`_CACHE_DIR`, `_MAX_SOURCE_BYTES`, `_TIMEOUT`, `_MEMORY_LIMIT`, `_MAX_QUEUE`, `_API_KEY_FILE`); a
+flag wins over its variable. Logs are JSON lines, one per request, with its request id.
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
                         default=int(_env("MAX_SOURCE_BYTES", str(1 << 20)) or 0))  # fmt: skip
     parser.add_argument("--timeout", type=float, default=float(_env("TIMEOUT", "120") or 120),
                         help="seconds one compile may take")  # fmt: skip
+    parser.add_argument("--memory-limit", type=int,
+                        default=int(_env("MEMORY_LIMIT", "4096") or 4096), metavar="MIB",
+                        help="memory one compile may use, in MiB (0: no limit)")  # fmt: skip
     parser.add_argument("--max-queue", type=int, default=int(_env("MAX_QUEUE", "64") or 64),
                         help="compiles that may wait for a worker before 503")  # fmt: skip
     parser.add_argument("--api-key-file", default=_env("API_KEY_FILE", None),
@@ -56,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         max_source_bytes=args.max_source_bytes,
         timeout=args.timeout,
         max_queue=args.max_queue,
+        memory_bytes=(args.memory_limit << 20) or None,
         api_keys=keys,
     )
     logging.basicConfig(level=logging.INFO, format="%(message)s")

@@ -9,7 +9,8 @@
 Errors are JSON `{"detail": ...}` and never carry a traceback: 422 for bad input (C/TC errors
 with their position, unknown options naming the field), 413 for a source over the size limit,
 401 without a valid API key (when keys are configured), 503 with `Retry-After` when the queue
-is full, 504 when a compile passes its time limit, 500 when a worker died mid-job.
+is full, 504 when a compile passes its time limit, 500 when a compile ran out of memory or its
+worker died mid-job.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class ServeConfig:
     max_source_bytes: int = 1 << 20
     timeout: float = 120.0
     max_queue: int = 64
-    memory_bytes: int | None = 8 << 30
+    memory_bytes: int | None = 4 << 30  # per job, over a loaded worker's size
     api_keys: frozenset[str] = field(default_factory=frozenset)
 
 
@@ -116,7 +117,7 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         404: "no such result or artifact",
         413: "the source is over the size limit",
         422: "invalid request, or a C/TC error with its position",
-        500: "the worker compiling the request died (it has been replaced)",
+        500: "the compile ran out of memory, or its worker died (it has been replaced)",
         503: "the compile queue is full; retry after `Retry-After` seconds",
         504: "the compile passed its time limit (its worker has been replaced)",
     }
@@ -300,9 +301,9 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             raise HTTPException(
                 504, f"the compile took longer than {config.timeout} s and was stopped"
             ) from None
-        except WorkerDied:
+        except WorkerDied as died:
             raise HTTPException(
-                500, "the worker compiling this request died; the request was not completed"
+                500, f"the worker compiling this request died: {died}. It has been replaced"
             ) from None
         if "error" in outcome:
             error = outcome["error"]

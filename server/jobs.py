@@ -81,6 +81,22 @@ def _compile(request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def warm_up() -> None:
+    """Load everything a compile uses (MLIR, isl, the passes, llc's first run) by compiling a
+    small C kernel, so that a worker's first job is as fast as its others."""
+    outcome = run_job(
+        {
+            "language": "c",
+            "source": "void warm(int n, double a[64]) { for (int i = 0; i < n; i++) a[i] += 1; }",
+            "entry": None,
+            "options": {"opt_level": 3},
+            "emit": [],
+        }
+    )
+    if "ok" not in outcome:
+        raise RuntimeError(f"the compiler does not work in this worker: {outcome}")
+
+
 def check_includes(source: str) -> None:
     """Refuse (CompileError at the line) any `#include` but `<standard header>`, and any
     directive of a form not known safe (`#/**/include`, `#include MACRO`): the preprocessor would

@@ -105,7 +105,7 @@ def start_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def server(start_server: Any) -> Server:
-    return start_server("--workers", "2", "--max-source-bytes", "4000")
+    return start_server("--workers", "2", "--max-source-bytes", "64000")
 
 
 def test_version_and_health(server: Server) -> None:
@@ -204,7 +204,7 @@ def test_options_are_checked_by_name(server: Server) -> None:
 
 
 def test_a_source_over_the_limit_is_413(server: Server) -> None:
-    status, _ = server.compile({"language": "c", "source": SCALE + "//" + "x" * 5000})
+    status, _ = server.compile({"language": "c", "source": SCALE + "//" + "x" * 64000})
     assert status == 413
 
 
@@ -254,6 +254,20 @@ def test_a_compile_past_the_time_limit_is_504_and_the_service_goes_on(start_serv
     assert status == 504 and "longer than" in body["detail"]
     status, _, health = hurried.call("GET", "/v1/healthz")
     assert status == 200 and json.loads(health)["replaced"] == 1
+
+
+def test_a_compile_past_the_memory_limit_is_500_and_the_service_goes_on(
+    start_server: Any, server: Server
+) -> None:
+    lines = "".join(f"  a[{i % 64}] += {i};\n" for i in range(2000))
+    hog = {"language": "c", "source": f"void hog(double a[64]) {{\n{lines}}}\n"}
+    starved = start_server("--workers", "1", "--memory-limit", "1")  # 1 MiB per job
+    status, body = starved.compile(hog)
+    assert status == 500 and "memory" in body["detail"], body
+    status, _, health = starved.call("GET", "/v1/healthz")
+    assert status == 200 and json.loads(health)["replaced"] == 1
+    status, body = server.compile(hog)  # under the default limit (4 GiB per job) it compiles
+    assert status == 200, body
 
 
 def test_only_standard_headers_may_be_included() -> None:
