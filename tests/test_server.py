@@ -307,7 +307,7 @@ def test_fuzzing_the_openapi_schema_finds_no_server_error(
          "--config-file", str(ROOT / "server" / "schemathesis.toml"),
          "run", fuzzed.url + "/openapi.json", "--checks", "all", "--max-examples", "60",
          "--seed", "20261123", "--request-timeout", "120", "--workers", "2"],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,  # its .schemathesis/ goes there
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     statuses = [
