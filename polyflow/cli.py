@@ -70,6 +70,12 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _add_polyhedral_arguments(build)
     build.add_argument("--time", action="store_true", help="print the time of each stage")
+    build.add_argument(
+        "--no-cache",
+        dest="cache",
+        action="store_false",
+        help="compile even when the compile cache holds the result (POLYFLOW_CACHE=off: always)",
+    )
     _add_tc_parser(sub)
     return parser
 
@@ -349,6 +355,7 @@ def _build(args: argparse.Namespace, options: object) -> int:
             options=options,  # type: ignore[arg-type]
             emit=args.emit,
             raise_report=args.report,
+            cache="default" if args.cache else None,
         )
         for warning in report.warnings:
             print(warning, file=sys.stderr)

@@ -57,6 +57,7 @@ class PipelineResult:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     schedules: dict[str, str] = field(default_factory=dict)
+    cached: bool = False  # lowered by an earlier compile, read from the compile cache
 
 
 def run_pipeline(

@@ -76,6 +76,7 @@ class _Compiled:
     stages: dict[str, str]
     warnings: list[str]
     notes: list[str]
+    cached: bool  # lowered from the shared compile cache (only the JIT ran)
 
 
 class TcFunction:
@@ -123,6 +124,11 @@ class TcFunction:
     def warnings(self) -> list[str]:
         """What the compiler could not do for the last call's shapes."""
         return [] if self._last is None else list(self._last.warnings)
+
+    @property
+    def cached(self) -> bool:
+        """Whether the last call's kernel came from the shared compile cache."""
+        return self._last is not None and self._last.cached
 
     def __call__(self, *args: Any, out: Any = None) -> Any:
         arrays = self._arrays(args)
@@ -264,7 +270,13 @@ def _build(
         raise CompileError(f"compiled code for '{name}' not found", file=file)
     call = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
     return _Compiled(
-        specialized, (engine, context), call, result.stages, result.warnings, result.notes
+        specialized,
+        (engine, context),
+        call,
+        result.stages,
+        result.warnings,
+        result.notes,
+        result.cached,
     )
 
 

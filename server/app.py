@@ -3,7 +3,7 @@
     POST /v1/compile            compile C or TC (cached by content; see polyflow/tune/cache.py)
     GET  /v1/artifacts/{key}/{name}   an artifact of a cached result, as bytes
     GET  /v1/healthz            workers, queue, cache size
-    GET  /v1/version            polyflow, MLIR and isl versions
+    GET  /v1/version            polyflow, MLIR and isl versions; hashes of polyflow's and the service's code
     GET  /metrics               Prometheus: requests, cache hits/misses, latency, queue depth
 
 Errors are JSON `{"detail": ...}` and never carry a traceback: 422 for bad input (C/TC errors
@@ -25,7 +25,6 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -35,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import polyflow
 from polyflow.options import Options
-from polyflow.tune.cache import CompileCache, cache_key
+from polyflow.tune.cache import CompileCache, cache_key, code_fingerprint, compiler_versions
 
 from .jobs import FORBIDDEN_OPTIONS
 from .metrics import Metrics
@@ -146,27 +145,14 @@ COMPILE_EXAMPLES = {
 }
 
 
-def versions() -> dict[str, str]:
-    def version_of(package: str) -> str:
-        try:
-            return metadata.version(package)
-        except metadata.PackageNotFoundError:
-            return "unknown"
-
-    return {
-        "polyflow": polyflow.__version__,
-        "mlir": version_of("xtc-mlir-python-bindings"),
-        "isl": version_of("islpy"),
-    }
-
-
 def create_app(config: ServeConfig | None = None) -> FastAPI:
     """The service's app; its worker pool starts and stops with the app's lifespan."""
     config = config or ServeConfig()
     cache = CompileCache(config.cache_dir)
     pool = WorkerPool(config.workers, max_queue=config.max_queue, memory_bytes=config.memory_bytes)
     in_flight: dict[str, asyncio.Future[dict[str, Any]]] = {}  # key -> its compile task
-    known_versions = versions()
+    # the service's own code decides what it stores, as polyflow's decides what it compiles
+    known_versions = {**compiler_versions(), "server_code": code_fingerprint("server")}
     metrics = Metrics()
 
     @asynccontextmanager
@@ -273,7 +259,7 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             entry=body.entry,
             target=body.target,
             options={**options, "sizes": body.sizes, "emit": sorted(body.emit)},
-            versions=known_versions,
+            versions={**known_versions, **compiler_versions(march=options["march"])},
         )
         started = time.perf_counter()
         stored = cache.get(key)

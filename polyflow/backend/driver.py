@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import importlib
 import re
@@ -11,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from mlir import ir
 
@@ -23,6 +24,7 @@ from polyflow.frontend.c import CFunction, CModule, emit_c_module
 from polyflow.frontend.c_parse import parse_c, preprocessor_flags
 from polyflow.options import EmitStage, Options
 from polyflow.pipeline import PipelineResult, run_pipeline
+from polyflow.tune.cache import CompileCache, cache_key, compiler_versions, default_cache
 
 
 @dataclass
@@ -42,6 +44,7 @@ class BuildReport:
     schedules: dict[str, str] = field(default_factory=dict)
     parallel: bool = False
     parallel_functions: list[str] = field(default_factory=list)  # the C functions that fork
+    cached: bool = False  # the compiled functions' object came from the compile cache
 
     def leave_to_cc(self, name: str, where: str, reason: str) -> None:
         """Record that `name` is built by the C compiler, and warn with the reason."""
@@ -93,10 +96,18 @@ def build_program(
     options: Options | None = None,
     emit: EmitStage = "exe",
     raise_report: bool = False,
+    cache: CompileCache | Literal["default"] | None = "default",
 ) -> BuildReport:
     """Build `source` into `output` (an executable, or the stage named by `emit`); with
-    `raise_report`, also report what raising made of each function (`BuildReport.raising`)."""
+    `raise_report`, also report what raising made of each function (`BuildReport.raising`).
+    The object of the compiled functions (`exe`, `obj`) comes from `cache` when it holds one for
+    the same frontend MLIR (with locations), options and compiler (default: the shared cache,
+    off with `POLYFLOW_CACHE=off`; None: no cache); `--report` builds always compile."""
     options = options or Options()
+    if cache == "default":
+        cache = default_cache()
+    if raise_report:
+        cache = None  # the raising report is read off the IR as it is compiled
     output = Path(output)
     report = BuildReport(output=output)
     start = time.perf_counter()
@@ -127,6 +138,16 @@ def build_program(
                     ),
                 )
             return report
+        if emit == "obj":
+            built = _kernel_object(cmod, options, cache, report, after_stage)
+            output.write_bytes(built.data)
+            if built.parallel_functions:
+                report.parallel = True
+                report.warnings.append(
+                    f"{filename}: warning: the object file has OpenMP loops: link it with "
+                    f"-L{openmp_library_dir()} -liomp5"
+                )
+            return report
         if emit != "exe":
             result = run_pipeline(
                 cmod.module,
@@ -136,42 +157,29 @@ def build_program(
             )
             _record(report, result)
             _write_stage(result, emit, output, options)
-            if emit == "obj" and uses_openmp(result.llvm_ir or ""):
-                report.parallel = True
-                report.warnings.append(
-                    f"{filename}: warning: the object file has OpenMP loops: link it with "
-                    f"-L{openmp_library_dir()} -liomp5"
-                )
             return report
-        llvm_ir: str | None = None
+        kernels: KernelObject | None = None
         try:
-            result = run_pipeline(cmod.module, options, stop_after="llvm", after_stage=after_stage)
-            _record(report, result)
-            llvm_ir = result.llvm_ir
-        except Exception as exc:  # MLIRError or a failing LLVM tool: a bug of ours, not the user's
+            kernels = _kernel_object(cmod, options, cache, report, after_stage)
+        except Exception as exc:  # MLIRError or a failing LLVM tool: ours, not the user's
             _give_up_on_mlir(report, filename, exc)
             bodies = {}
 
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="polyflow-build-") as tmp:
         objects: list[str] = []
-        if bodies and llvm_ir is not None:
-            try:
-                objects.append(
-                    str(compile_llvm_ir_to_object(llvm_ir, Path(tmp) / "kernels.o", options))
-                )
-            except RuntimeError as exc:
-                _give_up_on_mlir(report, filename, exc)
-                bodies = {}
+        if bodies and kernels is not None:
+            (Path(tmp) / "kernels.o").write_bytes(kernels.data)
+            objects.append(str(Path(tmp) / "kernels.o"))
         spliced = Path(tmp) / Path(filename).name
         spliced.write_text(
             splice(text, filename, bodies, cmod.globals, cmod.trampolines) if bodies else text
         )
         rest = Path(tmp) / "rest.o"
         _compile_rest(spliced, rest, options, source_dir, filename)
-        report.parallel = bool(objects) and uses_openmp(llvm_ir or "")
-        if report.parallel:
-            report.parallel_functions = openmp_functions(llvm_ir or "")
+        if objects and kernels is not None and kernels.parallel_functions:
+            report.parallel = True
+            report.parallel_functions = kernels.parallel_functions
         runtime = _openmp_link_flags(filename) if report.parallel else []
         _run_cc(
             [options.cc, "-o", str(output), str(rest), *objects, "-lm", *runtime],
@@ -189,6 +197,65 @@ _STOP_AFTER = {
     "schedule": "affine-opt",
     "llvm-dialect": "llvm-dialect",
 }
+
+
+@dataclass
+class KernelObject:
+    """The object file of a module's compiled functions, and the C functions in it that fork
+    OpenMP threads (what linking it needs)."""
+
+    data: bytes
+    parallel_functions: list[str]
+
+
+def _kernel_object(
+    cmod: CModule,
+    options: Options,
+    cache: CompileCache | None,
+    report: BuildReport,
+    after_stage: Callable[[str, ir.Module], None] | None,
+) -> KernelObject:
+    """The object of `cmod`'s functions: from `cache` (what the compile said is replayed into
+    `report`), else through the pipeline and llc, then stored. Runs in the module's context."""
+    key = None
+    if cache is not None:
+        start = time.perf_counter()
+        key = cache_key(
+            source=cmod.module.operation.get_asm(enable_debug_info=True),
+            language="mlir",
+            entry=None,
+            target="cpu-object",
+            options=options.model_dump(mode="json"),
+            versions=compiler_versions(march=options.march),
+        )
+        stored = cache.get_json(key)
+        if stored is not None:
+            report.warnings += stored["warnings"]
+            report.notes += stored["notes"]
+            report.schedules.update(stored["schedules"])
+            report.timings["cache"] = time.perf_counter() - start
+            report.cached = True
+            return KernelObject(base64.b64decode(stored["object"]), stored["parallel_functions"])
+    result = run_pipeline(cmod.module, options, stop_after="llvm", after_stage=after_stage)
+    _record(report, result)
+    llvm_ir = result.llvm_ir or ""
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="polyflow-obj-") as tmp:
+        data = compile_llvm_ir_to_object(llvm_ir, Path(tmp) / "kernels.o", options).read_bytes()
+    report.timings["llc"] = time.perf_counter() - start
+    kernels = KernelObject(data, openmp_functions(llvm_ir) if uses_openmp(llvm_ir) else [])
+    if cache is not None and key is not None:
+        cache.put_json(
+            key,
+            {
+                "object": base64.b64encode(data).decode(),
+                "parallel_functions": kernels.parallel_functions,
+                "warnings": result.warnings,
+                "notes": result.notes,
+                "schedules": result.schedules,
+            },
+        )
+    return kernels
 
 
 def uses_openmp(llvm_ir: str) -> bool:
@@ -254,8 +321,6 @@ def _write_stage(result: PipelineResult, emit: EmitStage, output: Path, options:
         output.write_text(format_schedules(result.schedules, options))
     elif emit == "llvm":
         output.write_text(result.llvm_ir or "")
-    elif emit == "obj":
-        compile_llvm_ir_to_object(result.llvm_ir or "", output, options)
 
 
 def format_schedules(schedules: dict[str, str], options: Options) -> str:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ctypes
+import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 from pycparser import c_ast
 
@@ -27,6 +29,7 @@ from polyflow.frontend.c_parse import parse_c
 from polyflow.frontend.c_types import Array, Scalar, Unsupported, Void
 from polyflow.options import Options
 from polyflow.pipeline import PipelineResult, run_pipeline
+from polyflow.tune.cache import CompileCache, cache_key, compiler_versions, default_cache
 
 _CTYPES = {
     ("float", 32, True): ctypes.c_float,
@@ -62,7 +65,8 @@ class CompiledFunction:
 
     File-scope variables the function uses live in `globals` (NumPy arrays, initialized as C would);
     `warnings` says what the compiler could not do (e.g. a function left unraised, and why);
-    `notes` what the polyhedral stage (-O3) skipped and which loops reorder float reductions.
+    `notes` what the polyhedral stage (-O3) skipped and which loops reorder float reductions;
+    `cached` whether the lowered code came from the shared compile cache.
     """
 
     def __init__(
@@ -73,6 +77,7 @@ class CompiledFunction:
         stages: dict[str, str],
         warnings: Sequence[str] = (),
         notes: Sequence[str] = (),
+        cached: bool = False,
     ) -> None:
         self._engine = engine  # keeps the compiled code alive
         self.name = fn.name
@@ -80,6 +85,7 @@ class CompiledFunction:
         self.stages = stages
         self.warnings = list(warnings)
         self.notes = list(notes)
+        self.cached = cached
         self.globals: dict[str, np.ndarray] = {
             g: _initial_global(cmod.globals[g], cmod) for g in fn.globals
         }
@@ -244,25 +250,75 @@ def compile_c(
     with cmod.context:
         engine, result = jit_module(cmod.module, options)
     return CompiledFunction(
-        engine, cmod.functions[entry], cmod, result.stages, result.warnings, result.notes
+        engine,
+        cmod.functions[entry],
+        cmod,
+        result.stages,
+        result.warnings,
+        result.notes,
+        result.cached,
     )
 
 
-def jit_module(module: Any, options: Options) -> tuple[ExecutionEngine, PipelineResult]:
+def jit_module(
+    module: Any, options: Options, cache: CompileCache | Literal["default"] | None = "default"
+) -> tuple[ExecutionEngine, PipelineResult]:
     """`module` (frontend MLIR) through the pipeline and into an execution engine, keeping the
-    IR of every MLIR stage; run inside the module's context."""
+    IR of every MLIR stage; run inside the module's context. When `cache` (default: the shared
+    compile cache) holds the lowered module for the same input MLIR, options and compiler, the
+    pipeline is skipped and only the JIT compiles."""
+    if cache == "default":
+        cache = default_cache()
+    key = None
+    if cache is not None:
+        start = time.perf_counter()
+        key = cache_key(
+            source=module.operation.get_asm(enable_debug_info=True),
+            language="mlir",
+            entry=None,
+            target="cpu-jit",
+            options=options.model_dump(mode="json"),
+            versions=compiler_versions(march=options.march),
+        )
+        stored = cache.get_json(key)
+        if stored is not None:
+            lowered = ir.Module.parse(stored["stages"]["llvm-dialect"])
+            result = PipelineResult(
+                module=lowered,
+                stages=stored["stages"],
+                timings={"cache": time.perf_counter() - start},
+                warnings=stored["warnings"],
+                notes=stored["notes"],
+                schedules=stored["schedules"],
+                cached=True,
+            )
+            return _engine(lowered, options), result
     result = run_pipeline(
         module,
         options,
         stop_after="llvm-dialect",
         keep=frozenset({"mlir", "affine", "affine-opt", "llvm-dialect"}),
     )
-    engine = ExecutionEngine(
-        result.module,
-        opt_level=0 if options.opt_level == 0 else 3,
-        shared_libs=runtime_libraries(result.module),
-    )
+    engine = _engine(result.module, options)
+    if cache is not None and key is not None:
+        cache.put_json(
+            key,
+            {
+                "stages": result.stages,
+                "warnings": result.warnings,
+                "notes": result.notes,
+                "schedules": result.schedules,
+            },
+        )
     return engine, result
+
+
+def _engine(lowered: Any, options: Options) -> ExecutionEngine:
+    return ExecutionEngine(
+        lowered,
+        opt_level=0 if options.opt_level == 0 else 3,
+        shared_libs=runtime_libraries(lowered),
+    )
 
 
 def runtime_libraries(module: Any) -> list[str]:

@@ -2,21 +2,31 @@
 
 A key is the SHA-256 of everything that decides a compile's output (`cache_key`): the source
 with its line endings and trailing blanks normalized, the language, the entry, the target, the
-options (canonical JSON), and the versions of polyflow and MLIR. A value is an opaque blob (the
-service stores its JSON response). The database runs in WAL mode, so readers never wait for the
-writer, and several worker processes or a restarted service share it safely.
+options (canonical JSON), and the versions of polyflow (its release and a hash of its code, so an
+edited compiler never reads its old results), MLIR, isl and, for `-march=native`, the host CPU
+(`compiler_versions`). A value is an opaque blob: the service stores its JSON response,
+`polyflow build` its object file, the Python API the lowered MLIR. The database runs in WAL mode,
+so readers never wait for the writer, and several worker processes or a restarted service share
+it safely. Past `max_bytes`, the oldest results go first.
+
+`polyflow build`, `polyflow.compile_c`, `polyflow.tc` and `polyflow serve` share the cache in
+`default_cache_dir()`; `POLYFLOW_CACHE=off` (or `--no-cache`) turns it off for the first three.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import sqlite3
 import time
 from collections.abc import Mapping
+from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+DEFAULT_MAX_BYTES = 2 << 30
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
@@ -34,6 +44,74 @@ def default_cache_dir() -> Path:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "polyflow"
+
+
+def caching_enabled() -> bool:
+    """False when `POLYFLOW_CACHE` is `off` (or 0, no, false)."""
+    return os.environ.get("POLYFLOW_CACHE", "on").strip().lower() not in ("off", "0", "no", "false")
+
+
+def default_cache() -> CompileCache | None:
+    """The shared cache in `default_cache_dir()`, or None when caching is off or the directory
+    cannot be made (a read-only home: compile without a cache rather than fail)."""
+    if not caching_enabled():
+        return None
+    try:
+        return CompileCache()
+    except (OSError, sqlite3.Error):
+        return None
+
+
+@functools.cache
+def code_fingerprint(*packages: str) -> str:
+    """A hash of the Python sources of `packages` (default: polyflow): a result compiled by other
+    code never matches."""
+    digest = hashlib.sha256()
+    root = Path(__file__).resolve().parents[2]
+    for package in packages or ("polyflow",):
+        for path in sorted((root / package).rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def _host_cpu() -> str:
+    """The CPU model and its feature flags, hashed: what `-march=native` compiles for."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        import platform
+
+        return platform.machine()
+    wanted = [ln for ln in text.splitlines() if ln.startswith(("model name", "flags"))][:2]
+    return hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:16]
+
+
+def compiler_versions(*, march: str = "") -> dict[str, str]:
+    """What the key holds of the compiler: polyflow's release and code hash, MLIR's and isl's
+    versions, and the host CPU when compiling for `march='native'`."""
+    versions = dict(_release_versions())
+    if march == "native":
+        versions["host_cpu"] = _host_cpu()
+    return versions
+
+
+@functools.cache
+def _release_versions() -> tuple[tuple[str, str], ...]:
+    import polyflow
+
+    def version_of(package: str) -> str:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return "unknown"
+
+    return (
+        ("polyflow", polyflow.__version__),
+        ("polyflow_code", code_fingerprint()),
+        ("mlir", version_of("xtc-mlir-python-bindings")),
+        ("isl", version_of("islpy")),
+    )
 
 
 def normalize_source(source: str) -> str:
@@ -69,8 +147,11 @@ class CompileCache:
     """A key → blob store in one SQLite file; each call opens its own connection, so an
     instance may be shared by threads and used from forked processes."""
 
-    def __init__(self, directory: Path | str | None = None) -> None:
+    def __init__(
+        self, directory: Path | str | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
+        self.max_bytes = max_bytes
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "compile-cache.sqlite3"
         with self._connect() as db:
@@ -92,7 +173,7 @@ class CompileCache:
 
     def put(self, key: str, value: bytes) -> None:
         """Store `value` under `key` (the first writer of a key wins; values of one key are the
-        same by construction)."""
+        same by construction); then, past `max_bytes`, drop the oldest results down to 3/4."""
         db = self._connect()
         try:
             with db:
@@ -100,8 +181,37 @@ class CompileCache:
                     "INSERT OR IGNORE INTO results (key, value, created) VALUES (?, ?, ?)",
                     (key, value, time.time()),
                 )
+                (total,) = db.execute(
+                    "SELECT COALESCE(SUM(length(value)), 0) FROM results"
+                ).fetchone()
+                if total > self.max_bytes:
+                    self._evict(db, total - self.max_bytes * 3 // 4)
         finally:
             db.close()
+
+    @staticmethod
+    def _evict(db: sqlite3.Connection, excess: int) -> None:
+        """Delete the oldest rows whose sizes add up to at least `excess` bytes."""
+        doomed: list[str] = []
+        for key, size in db.execute("SELECT key, length(value) FROM results ORDER BY created, key"):
+            if excess <= 0:
+                break
+            doomed.append(key)
+            excess -= size
+        db.executemany("DELETE FROM results WHERE key = ?", [(key,) for key in doomed])
+
+    def get_json(self, key: str) -> Any:
+        """The JSON value stored under `key`, or None (also for a value that is not JSON)."""
+        stored = self.get(key)
+        if stored is None:
+            return None
+        try:
+            return json.loads(stored)
+        except ValueError:
+            return None
+
+    def put_json(self, key: str, value: Any) -> None:
+        self.put(key, json.dumps(value, separators=(",", ":")).encode())
 
     def __len__(self) -> int:
         db = self._connect()
