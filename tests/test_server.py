@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from polyflow.errors import CompileError
+from server.hot import HotResults
 from server.jobs import check_includes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -316,3 +317,14 @@ def test_fuzzing_the_openapi_schema_finds_no_server_error(
     ]
     assert len(statuses) > 300 and all(status < 500 for status in statuses)
     assert statuses.count(200) > 20  # the examples and the stateful phase compile for real
+
+
+def test_hot_results_drop_the_least_recently_used_first() -> None:
+    hot = HotResults(max_bytes=30)
+    for key in "abc":
+        hot.put(key, bytes(10))
+    assert hot.get("a") == bytes(10)  # now the most recent
+    hot.put("d", bytes(10))
+    assert hot.get("b") is None and hot.get("a") is not None and len(hot) == 3
+    hot.put("huge", bytes(31))  # larger than everything: not kept, nothing dropped for it
+    assert hot.get("huge") is None and hot.size == 30
