@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import re
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -49,15 +50,15 @@ def run_job(request: dict[str, Any]) -> dict[str, Any]:
 def _compile(request: dict[str, Any]) -> dict[str, Any]:
     from mlir import ir
 
-    from polyflow.backend.llvm_ir import compile_llvm_ir_to_object
     from polyflow.pipeline import run_pipeline
 
     options = Options(**request["options"])
     keep = frozenset(request["emit"])
     timings: dict[str, float] = {}
     start = time.perf_counter()
+    header: str | None = None
     if request["language"] == "c":
-        context, module, entry = _c_module(request, options)
+        context, module, entry, header = _c_module(request, options)
     else:
         context, module, entry = _tc_module(request, options)
     timings["frontend"] = (time.perf_counter() - start) * 1e3
@@ -65,20 +66,66 @@ def _compile(request: dict[str, Any]) -> dict[str, Any]:
         result = run_pipeline(module, options, stop_after="llvm", keep=keep)
     timings.update({name: seconds * 1e3 for name, seconds in result.timings.items()})
     assert result.llvm_ir is not None  # stop_after="llvm" always reaches it
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="polyflow-serve-") as tmp:
-        obj = compile_llvm_ir_to_object(result.llvm_ir, Path(tmp) / "kernel.o", options)
-        artifact = obj.read_bytes()
-    timings["object"] = (time.perf_counter() - start) * 1e3
     diagnostics = [{"severity": "warning", "message": w} for w in result.warnings]
     diagnostics += [{"severity": "note", "message": n} for n in result.notes]
+    start = time.perf_counter()
+    artifacts = _binaries(result.llvm_ir, options, diagnostics)
+    timings["object"] = (time.perf_counter() - start) * 1e3
+    if header is not None:
+        artifacts["kernel.h"] = header.encode()
     return {
         "entry": entry,
         "diagnostics": diagnostics,
         "stages": {name: text for name, text in result.stages.items() if name in keep},
-        "artifacts": {"kernel.o": base64.b64encode(artifact).decode()},
+        "artifacts": {name: base64.b64encode(data).decode() for name, data in artifacts.items()},
         "timings": timings,
     }
+
+
+def _binaries(
+    llvm_ir: str, options: Options, diagnostics: list[dict[str, str]]
+) -> dict[str, bytes]:
+    """kernel.o (position-independent) and kernel.so, linked against the OpenMP runtime when
+    the code has parallel loops (the client then needs libiomp5 at run time; a note says so)."""
+    from polyflow.backend.driver import uses_openmp
+    from polyflow.backend.llvm_ir import compile_llvm_ir_to_object
+    from polyflow.backend.toolchain import openmp_library_dir
+
+    with tempfile.TemporaryDirectory(prefix="polyflow-serve-") as tmp:
+        obj = compile_llvm_ir_to_object(llvm_ir, Path(tmp) / "kernel.o", options)
+        runtime: list[str] = []
+        if uses_openmp(llvm_ir):
+            runtime = [f"-L{openmp_library_dir()}", "-liomp5"]
+            diagnostics.append(
+                {
+                    "severity": "note",
+                    "message": "the code has OpenMP loops: link kernel.o with -liomp5, and "
+                    "kernel.so finds libiomp5.so at run time (pip install intel-openmp)",
+                }
+            )
+        shared = Path(tmp) / "kernel.so"
+        linked = subprocess.run(
+            ["cc", "-shared", "-o", str(shared), str(obj), "-lm", *runtime],
+            capture_output=True,
+            text=True,
+        )
+        if linked.returncode != 0:  # the object is ours: a link failure is our bug
+            raise RuntimeError(f"linking kernel.so failed: {linked.stderr.strip()}")
+        return {"kernel.o": obj.read_bytes(), "kernel.so": shared.read_bytes()}
+
+
+def _c_header(cmod: Any) -> str:
+    """The C prototypes of the compiled functions, as kernel.o and kernel.so define them: each
+    C function `f` is `__polyflow_f`, arrays are pointers, and file-scope variables it uses
+    follow its parameters as pointers."""
+    from polyflow.backend.c_splice import prototype
+
+    lines = [
+        "/* polyflow: the functions of kernel.o / kernel.so. Arrays are passed as pointers to",
+        "   their first element; file-scope variables a function uses follow its parameters. */",
+    ]
+    lines += [prototype(fn, cmod.globals) for _, fn in sorted(cmod.functions.items())]
+    return "\n".join(lines) + "\n"
 
 
 def warm_up() -> None:
@@ -130,8 +177,9 @@ def check_includes(source: str) -> None:
         )
 
 
-def _c_module(request: dict[str, Any], options: Options) -> tuple[Any, Any, str | None]:
-    """(the MLIR context, the module in it, the entry) of a C request."""
+def _c_module(request: dict[str, Any], options: Options) -> tuple[Any, Any, str | None, str]:
+    """(the MLIR context, the module in it, the entry, the C header of its functions) of a C
+    request."""
     from polyflow.frontend.c import emit_c_module
     from polyflow.frontend.c_parse import parse_c
 
@@ -146,7 +194,7 @@ def _c_module(request: dict[str, Any], options: Options) -> tuple[Any, Any, str 
         raise CompileError(f"cannot compile '{entry}'{detail}", file="<input>")
     if not cmod.functions:
         raise CompileError("no function in the source can be compiled", file="<input>")
-    return cmod.context, cmod.module, entry
+    return cmod.context, cmod.module, entry, _c_header(cmod)
 
 
 def _tc_module(request: dict[str, Any], options: Options) -> tuple[Any, Any, str | None]:

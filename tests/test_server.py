@@ -4,6 +4,7 @@ and TC, the cache, every error status, API keys, time limits and a worker killed
 from __future__ import annotations
 
 import base64
+import ctypes
 import json
 import os
 import signal
@@ -18,8 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from polyflow.backend.toolchain import openmp_library_dir
 from polyflow.errors import CompileError
 from server.hot import HotResults
 from server.jobs import check_includes
@@ -133,6 +136,36 @@ def test_c_compiles_to_an_object_and_a_repeat_is_a_cache_hit(server: Server) -> 
     assert hit < miss
     status, _, raw = server.call("GET", f"/v1/artifacts/{first['key']}/kernel.o")
     assert status == 200 and raw == obj
+
+
+def test_the_shared_library_and_header_call_like_the_c_function(
+    server: Server, tmp_path: Path
+) -> None:
+    source = (
+        "double bias = 0.5;\n"
+        "void axpb(int n, double alpha, double x[200], double y[200]) {\n"
+        "  for (int i = 0; i < n; i++) y[i] = alpha * x[i] + y[i] + bias;\n}\n"
+    )
+    status, body = server.compile({"language": "c", "source": source, "options": {"opt_level": 3}})
+    assert status == 200, body
+    header = base64.b64decode(body["artifacts"]["kernel.h"]).decode()
+    assert "void __polyflow_axpb(int, double, void *, void *, void *);" in header, header
+    library = tmp_path / "kernel.so"
+    library.write_bytes(base64.b64decode(body["artifacts"]["kernel.so"]))
+    # at -O3 the loop runs on OpenMP threads: the library needs libiomp5, and a note says so
+    assert any("libiomp5" in d["message"] for d in body["diagnostics"]), body["diagnostics"]
+    runtime = openmp_library_dir()
+    assert runtime is not None
+    ctypes.CDLL(str(runtime / "libiomp5.so"), mode=ctypes.RTLD_GLOBAL)
+    axpb = ctypes.CDLL(str(library)).__polyflow_axpb
+    axpb.argtypes = [ctypes.c_int, ctypes.c_double, *[ctypes.c_void_p] * 3]
+    x = np.arange(200.0)
+    y = np.full(200, 2.0)
+    bias = ctypes.c_double(0.5)  # the file-scope variable, passed by address
+    axpb(150, 3.0, x.ctypes.data, y.ctypes.data, ctypes.addressof(bias))
+    expected = np.full(200, 2.0)
+    expected[:150] = 3.0 * x[:150] + 2.0 + 0.5
+    np.testing.assert_array_equal(y, expected)
 
 
 def test_identical_requests_in_flight_compile_once(server: Server) -> None:
