@@ -148,7 +148,7 @@ def test_polyflow_build_reuses_a_cached_object_and_the_program_still_agrees_with
 def test_the_cli_uses_the_shared_cache_unless_told_not_to(tmp_path: Path) -> None:
     source = tmp_path / "gemm.c"
     source.write_text(GEMM_PROGRAM)
-    env = {**os.environ, "POLYFLOW_CACHE_DIR": str(tmp_path / "shared")}
+    env = {**os.environ, "POLYFLOW_CACHE": "on", "POLYFLOW_CACHE_DIR": str(tmp_path / "shared")}
     polyflow = [sys.executable, "-m", "polyflow", "build", "-O3", str(source), "--time"]
     runs = [
         subprocess.run([*polyflow, *extra, "-o", str(tmp_path / "x")], env=env,
@@ -166,6 +166,7 @@ def test_the_python_api_skips_the_pipeline_on_a_cached_kernel(
     import polyflow
     from polyflow import tc
 
+    monkeypatch.setenv("POLYFLOW_CACHE", "on")
     monkeypatch.setenv("POLYFLOW_CACHE_DIR", str(tmp_path))
     code = (
         "void kernel(int n, double x[64], double y[64]) "
