@@ -10,7 +10,8 @@
 any mistake). A call checks the arguments against the signature (dtypes, ranks, sizes that must
 agree), specializes the definition to their sizes, compiles it through the same pipeline as C
 (options: the same `Options` model; default -O3 for this machine), and caches the compiled kernel
-per argument shapes and dtypes. Outputs are allocated zero-filled with the inferred shapes, so
+per argument shapes and dtypes; across processes, the shared compile cache holds the lowered IR
+(polyflow/tune/cache.py; `.cached` says whether the last call's kernel came from it). Outputs are allocated zero-filled with the inferred shapes, so
 elements no statement writes are 0.
 """
 

@@ -141,7 +141,7 @@ def build_program(
         if emit == "obj":
             built = _kernel_object(cmod, options, cache, report, after_stage)
             output.write_bytes(built.data)
-            if built.parallel_functions:
+            if built.openmp:
                 report.parallel = True
                 report.warnings.append(
                     f"{filename}: warning: the object file has OpenMP loops: link it with "
@@ -177,7 +177,7 @@ def build_program(
         )
         rest = Path(tmp) / "rest.o"
         _compile_rest(spliced, rest, options, source_dir, filename)
-        if objects and kernels is not None and kernels.parallel_functions:
+        if objects and kernels is not None and kernels.openmp:
             report.parallel = True
             report.parallel_functions = kernels.parallel_functions
         runtime = _openmp_link_flags(filename) if report.parallel else []
@@ -201,10 +201,11 @@ _STOP_AFTER = {
 
 @dataclass
 class KernelObject:
-    """The object file of a module's compiled functions, and the C functions in it that fork
-    OpenMP threads (what linking it needs)."""
+    """The object file of a module's compiled functions, whether it calls the OpenMP runtime
+    (linking it needs libiomp5), and the C functions in it that fork threads."""
 
     data: bytes
+    openmp: bool
     parallel_functions: list[str]
 
 
@@ -235,7 +236,9 @@ def _kernel_object(
             report.schedules.update(stored["schedules"])
             report.timings["cache"] = time.perf_counter() - start
             report.cached = True
-            return KernelObject(base64.b64decode(stored["object"]), stored["parallel_functions"])
+            return KernelObject(
+                base64.b64decode(stored["object"]), stored["openmp"], stored["parallel_functions"]
+            )
     result = run_pipeline(cmod.module, options, stop_after="llvm", after_stage=after_stage)
     _record(report, result)
     llvm_ir = result.llvm_ir or ""
@@ -243,12 +246,14 @@ def _kernel_object(
     with tempfile.TemporaryDirectory(prefix="polyflow-obj-") as tmp:
         data = compile_llvm_ir_to_object(llvm_ir, Path(tmp) / "kernels.o", options).read_bytes()
     report.timings["llc"] = time.perf_counter() - start
-    kernels = KernelObject(data, openmp_functions(llvm_ir) if uses_openmp(llvm_ir) else [])
+    openmp = uses_openmp(llvm_ir)
+    kernels = KernelObject(data, openmp, openmp_functions(llvm_ir) if openmp else [])
     if cache is not None and key is not None:
         cache.put_json(
             key,
             {
                 "object": base64.b64encode(data).decode(),
+                "openmp": kernels.openmp,
                 "parallel_functions": kernels.parallel_functions,
                 "warnings": result.warnings,
                 "notes": result.notes,

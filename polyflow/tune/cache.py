@@ -201,17 +201,21 @@ class CompileCache:
         db.executemany("DELETE FROM results WHERE key = ?", [(key,) for key in doomed])
 
     def get_json(self, key: str) -> Any:
-        """The JSON value stored under `key`, or None (also for a value that is not JSON)."""
-        stored = self.get(key)
-        if stored is None:
-            return None
+        """The JSON value stored under `key`, or None: also for a value that is not JSON or a
+        database that cannot be read (a compile then runs, rather than fail)."""
         try:
-            return json.loads(stored)
-        except ValueError:
+            stored = self.get(key)
+            return None if stored is None else json.loads(stored)
+        except (sqlite3.Error, OSError, ValueError):
             return None
 
     def put_json(self, key: str, value: Any) -> None:
-        self.put(key, json.dumps(value, separators=(",", ":")).encode())
+        """Store `value` as JSON; a database that cannot be written (full disk, locked past the
+        timeout) leaves the result uncached rather than failing the compile."""
+        try:
+            self.put(key, json.dumps(value, separators=(",", ":")).encode())
+        except (sqlite3.Error, OSError):
+            pass
 
     def __len__(self) -> int:
         db = self._connect()
