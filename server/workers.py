@@ -209,8 +209,9 @@ class WorkerPool:
         for task in self._starting:
             task.cancel()
         for worker in self._all:
-            worker.conn.close()
+            # kill before closing our end: a thread polling it (a start) then wakes on EOF
             if worker.process.is_alive():
                 worker.process.kill()
             worker.process.join(timeout=5)
+            worker.conn.close()
         self._all.clear()
