@@ -24,7 +24,7 @@ from polyflow.frontend.c import CFunction, CModule, emit_c_module
 from polyflow.frontend.c_parse import parse_c, preprocessor_flags
 from polyflow.options import EmitStage, Options
 from polyflow.pipeline import PipelineResult, run_pipeline
-from polyflow.tune.cache import CompileCache, cache_key, compiler_versions, default_cache
+from polyflow.tune.cache import CompileCache, default_cache, module_key
 
 
 @dataclass
@@ -221,14 +221,7 @@ def _kernel_object(
     key = None
     if cache is not None:
         start = time.perf_counter()
-        key = cache_key(
-            source=cmod.module.operation.get_asm(enable_debug_info=True),
-            language="mlir",
-            entry=None,
-            target="cpu-object",
-            options=options.model_dump(mode="json"),
-            versions=compiler_versions(march=options.march),
-        )
+        key = module_key(cmod.module, options, "cpu-object")
         stored = cache.get_json(key)
         if stored is not None:
             report.warnings += stored["warnings"]

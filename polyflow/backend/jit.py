@@ -29,7 +29,7 @@ from polyflow.frontend.c_parse import parse_c
 from polyflow.frontend.c_types import Array, Scalar, Unsupported, Void
 from polyflow.options import Options
 from polyflow.pipeline import PipelineResult, run_pipeline
-from polyflow.tune.cache import CompileCache, cache_key, compiler_versions, default_cache
+from polyflow.tune.cache import CompileCache, default_cache, module_key
 
 _CTYPES = {
     ("float", 32, True): ctypes.c_float,
@@ -272,14 +272,7 @@ def jit_module(
     key = None
     if cache is not None:
         start = time.perf_counter()
-        key = cache_key(
-            source=module.operation.get_asm(enable_debug_info=True),
-            language="mlir",
-            entry=None,
-            target="cpu-jit",
-            options=options.model_dump(mode="json"),
-            versions=compiler_versions(march=options.march),
-        )
+        key = module_key(module, options, "cpu-jit")
         stored = cache.get_json(key)
         if stored is not None:
             lowered = ir.Module.parse(stored["stages"]["llvm-dialect"])

@@ -143,6 +143,19 @@ def cache_key(
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def module_key(module: Any, options: Any, product: str) -> str:
+    """The key of what the pipeline makes (`product`) of an MLIR module: its text with source
+    locations (so diagnostics name the right lines), the options, and the compiler."""
+    return cache_key(
+        source=module.operation.get_asm(enable_debug_info=True),
+        language="mlir",
+        entry=None,
+        target=product,
+        options=options.model_dump(mode="json"),
+        versions=compiler_versions(march=options.march),
+    )
+
+
 class CompileCache:
     """A key → blob store in one SQLite file; each call opens its own connection, so an
     instance may be shared by threads and used from forked processes."""
