@@ -201,6 +201,43 @@ def _add_polyhedral_arguments(build: argparse.ArgumentParser) -> None:
         metavar="N",
         help="keep loops known to run fewer than N iterations sequential",
     )
+    group.add_argument(
+        "--isl-max-operations",
+        type=_non_negative_int,
+        default=1_000_000,
+        metavar="N",
+        help="base isl operation budget (about one per microsecond); each step gets a multiple "
+        "(dependences 0.5x, scheduling 5x, tiling 2x, AST 2x, ...) and a region whose step "
+        "runs out keeps its code or a cheaper schedule, with a note; 0: unbounded",
+    )
+    group.add_argument(
+        "--compile-timeout",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="last resort: a function whose polyhedral optimization runs longer keeps its "
+        "raised code (with a warning); such a build is never cached",
+    )
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: '{text}'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: '{text}'")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: '{text}'") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: '{text}'")
+    return value
 
 
 def _tile_sizes(text: str) -> tuple[int, ...]:
@@ -245,6 +282,8 @@ def _polyhedral_options(args: argparse.Namespace) -> dict[str, Any]:
         "parallel": args.parallel,
         "parallel_reductions": args.parallel_reductions,
         "min_parallel_trip": args.min_parallel_trip,
+        "isl_max_operations": args.isl_max_operations,
+        "compile_timeout": args.compile_timeout,
     }
 
 
@@ -368,7 +407,7 @@ def _build(args: argparse.Namespace, options: object) -> int:
             sys.stdout.write(output.read_text())
     if args.time:
         for stage, seconds in report.timings.items():
-            print(f"{stage:>14}: {seconds * 1000:8.1f} ms", file=sys.stderr)
+            print(f"{stage:>30}: {seconds * 1000:8.1f} ms", file=sys.stderr)
     return 0
 
 

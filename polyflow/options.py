@@ -107,6 +107,21 @@ class Options(BaseModel):
         description="rewrite contraction nests (C[i][j] += A[i][k] * B[k][j] and the like) "
         "into register-blocked vector code that keeps a block of C in registers across k",
     )
+    isl_max_operations: int = Field(
+        default=1_000_000,
+        ge=0,
+        description="the base isl operation budget (roughly one per microsecond here); each isl "
+        "step of the polyhedral stage gets a multiple of it (dependences 2x, scheduling 5x, "
+        "tiling 2x, AST 2x, ...; polyflow/schedule/budget.py), and a region whose step runs "
+        "out falls back to a cheaper analysis or keeps its code; 0: unbounded",
+    )
+    compile_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        description="seconds the polyhedral stage may spend on one function (a last resort "
+        "where isl's operation counts bound the time too loosely); a function past it keeps "
+        "its raised code, with a warning, and the result is never stored in the compile cache",
+    )
     min_parallel_trip: int = Field(
         default=8,
         ge=1,

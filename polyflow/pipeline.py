@@ -58,6 +58,9 @@ class PipelineResult:
     notes: list[str] = field(default_factory=list)
     schedules: dict[str, str] = field(default_factory=dict)
     cached: bool = False  # lowered by an earlier compile, read from the compile cache
+    # False when a function ran past `Options.compile_timeout`: the result depends on the
+    # machine's speed, so no cache may keep it
+    cacheable: bool = True
 
 
 def run_pipeline(
@@ -96,6 +99,9 @@ def run_pipeline(
                 )
             result.notes += _scheduling.schedule_notes(module)
             result.schedules = _scheduling.schedule_trees(module)
+            for step, seconds in _scheduling.step_times().items():
+                result.timings[f"affine-opt/{step}"] = seconds
+            result.cacheable = not _scheduling.past_deadline()
         if name in keep:
             result.stages[name] = str(module)
         if after_stage is not None:

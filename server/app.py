@@ -225,7 +225,7 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
     async def compile_and_store(key: str, request: dict[str, Any]) -> dict[str, Any]:
         try:
             outcome = await pool.run(request, config.timeout)
-            if "ok" in outcome:
+            if "ok" in outcome and outcome.get("cacheable", True):
                 blob = json.dumps(outcome["ok"]).encode()
                 cache.put(key, blob)
                 hot.put(key, blob)

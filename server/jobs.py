@@ -40,14 +40,17 @@ _STANDARD_INCLUDE = re.compile(r"^[ \t]*<([\w/.]+)>[ \t]*(//.*|/\*.*)?$")
 
 def run_job(request: dict[str, Any]) -> dict[str, Any]:
     """Compile `request` (the fields of a /v1/compile body, validated); returns
-    `{"ok": {...response fields...}}` or `{"error": {"status", "diagnostics"}}`."""
+    `{"ok": {...response fields...}, "cacheable": bool}` (False: a function ran past the
+    compile timeout, so the result depends on the machine's speed) or
+    `{"error": {"status", "diagnostics"}}`."""
     try:
-        return {"ok": _compile(request)}
+        response, cacheable = _compile(request)
+        return {"ok": response, "cacheable": cacheable}
     except CompileError as exc:
         return {"error": {"status": 422, "diagnostics": [exc.to_dict()]}}
 
 
-def _compile(request: dict[str, Any]) -> dict[str, Any]:
+def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     from mlir import ir
 
     from polyflow.pipeline import run_pipeline
@@ -73,13 +76,14 @@ def _compile(request: dict[str, Any]) -> dict[str, Any]:
     timings["object"] = (time.perf_counter() - start) * 1e3
     if header is not None:
         artifacts["kernel.h"] = header.encode()
-    return {
+    response = {
         "entry": entry,
         "diagnostics": diagnostics,
         "stages": {name: text for name, text in result.stages.items() if name in keep},
         "artifacts": {name: base64.b64encode(data).decode() for name, data in artifacts.items()},
         "timings": timings,
     }
+    return response, result.cacheable
 
 
 def _binaries(

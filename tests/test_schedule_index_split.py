@@ -123,15 +123,11 @@ def test_a_parameter_pinned_iteration_splits_the_innermost_loop() -> None:
 
 
 @pytest.mark.parametrize("kernel", [floyd_warshall, pivot_row])
-def test_past_the_operation_budget_the_band_is_unchanged(
-    kernel: object, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import polyflow.schedule.index_split as index_split
-
-    monkeypatch.setattr(index_split, "SPLIT_MAX_OPERATIONS", 1)
+def test_past_the_operation_budget_the_band_is_unchanged(kernel: object) -> None:
     scop = kernel()  # type: ignore[operator]
     deps = compute_deps(scop)
     band = schedule_scop(scop, deps, options=Options()).get_root().child(0)
     while band.get_type() != isl.schedule_node_type.band:
         band = band.child(0)
-    assert split_index_sets(band, deps.validity, parallel=True) is band
+    assert split_index_sets(band, deps.validity, parallel=True, max_operations=1) is band
+    assert band.get_ctx().get_max_operations() == 0  # the budget is the call's only

@@ -326,14 +326,17 @@ def _fake_scheduling(monkeypatch: pytest.MonkeyPatch, **overrides: Any) -> None:
     deps = types.SimpleNamespace(validity=isl.UnionMap("{ }"))
     steps: dict[str, Any] = {
         "extract_scops": lambda fn, *, expand_scalars: [
-            (types.SimpleNamespace(statements=(), arrays={}), types.SimpleNamespace(arrays={}))
+            (
+                types.SimpleNamespace(statements=(), arrays={}),
+                types.SimpleNamespace(arrays={}, ops=(fn,)),
+            )
         ],
-        "compute_dependences": lambda scop: deps,
-        "schedule_scop": lambda scop, deps, *, options: schedule,
+        "compute_dependences": lambda scop, **_: deps,
+        "schedule_scop": lambda scop, deps, *, options, **_: schedule,
         "check_schedule_legal": lambda schedule, validity: True,
         "tile_schedule": lambda schedule, **_: schedule,
         "describe_schedule": str,
-        "generate": lambda region, scop, schedule, dependences: None,
+        "generate": lambda region, scop, schedule, dependences, **_: None,
     }
     for name, value in {**steps, **overrides}.items():
         monkeypatch.setattr(stage, name, value)
@@ -361,7 +364,9 @@ def test_stage_records_schedule_trees(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_failing_code_generation_keeps_the_raised_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(region: object, scop: object, schedule: object, dependences: object) -> None:
+    def broken(
+        region: object, scop: object, schedule: object, dependences: object, **_: object
+    ) -> None:
         raise RuntimeError("codegen bug")
 
     _fake_scheduling(monkeypatch, generate=broken)
@@ -373,7 +378,7 @@ def test_failing_code_generation_keeps_the_raised_code(
 def test_unschedulable_scop_keeps_its_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def no_schedule(scop: object, deps: object, *, options: object) -> None:
+    def no_schedule(scop: object, deps: object, *, options: object, **_: object) -> None:
         raise ValueError("isl gave up")
 
     _fake_scheduling(monkeypatch, schedule_scop=no_schedule)

@@ -241,7 +241,7 @@ def _kernel_object(
     report.timings["llc"] = time.perf_counter() - start
     openmp = uses_openmp(llvm_ir)
     kernels = KernelObject(data, openmp, openmp_functions(llvm_ir) if openmp else [])
-    if cache is not None and key is not None:
+    if cache is not None and key is not None and result.cacheable:
         cache.put_json(
             key,
             {

@@ -293,7 +293,7 @@ def jit_module(
         keep=frozenset({"mlir", "affine", "affine-opt", "llvm-dialect"}),
     )
     engine = _engine(result.module, options)
-    if cache is not None and key is not None:
+    if cache is not None and key is not None and result.cacheable:
         cache.put_json(
             key,
             {

@@ -30,7 +30,13 @@ to `polyflow.schedule_notes` (`schedule_notes`).
 from __future__ import annotations
 
 import importlib
+import json
+import os
+import selectors
+import signal
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import islpy as isl
 from mlir import ir
@@ -38,13 +44,15 @@ from mlir import ir
 from polyflow import passes
 from polyflow.options import Options
 
+from .budget import BudgetExhausted, isl_budget, step_budget
 from .codegen import CodegenError, generate
-from .dependences import compute_dependences
+from .dependences import Dependences, compute_dependences
 from .micro_kernel import vector_register_bits
 from .model import Scop, ScopRegion, extract_scops
 from .scheduler import (
     MAX_SKEWED_BAND,
     MIN_SKEWED_FOOTPRINT,
+    ScheduleError,
     check_schedule_legal,
     data_footprint,
     deepest_skewed_band,
@@ -69,6 +77,41 @@ CLEANUP_PIPELINE = "raise-mem2reg,raise-reductions,schedule-dead-scalars,canonic
 
 class _StepFailed(Exception):
     """A step that changes the IR failed: the function must be restored."""
+
+
+class StepTimes:
+    """Seconds spent in each step of the stage (`--time` shows them under `affine-opt`)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        # functions whose processing ran past `Options.compile_timeout` (their result depends on
+        # the machine's speed, so the compile must not be cached)
+        self.past_deadline: list[str] = []
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+
+
+# The steps of the latest `schedule_module` call (compile work runs one module at a time per
+# process: the service's workers and the CLI alike).
+timer = StepTimes()
+
+
+def past_deadline() -> list[str]:
+    """The functions of the latest `schedule_module` call that ran past
+    `Options.compile_timeout` and kept their raised code."""
+    return list(timer.past_deadline)
+
+
+def step_times() -> dict[str, float]:
+    """Seconds per step (statement splitting, model, dependences, scheduling, tiling, ast,
+    cleanup, parallelize, micro-kernels) of the latest `schedule_module` call."""
+    return dict(timer.seconds)
 
 
 def scheduling_enabled(options: Options) -> bool:
@@ -121,18 +164,27 @@ def reschedule_function(
     left as it is, with a note; a failure that may have changed the IR raises.
     `expand_scalars`: see model.find_scops."""
     if options.split:
-        _run_pipeline(fn, "schedule-split-statements")
+        with timer.step("statement splitting"):
+            _run_pipeline(fn, "schedule-split-statements")
     trees: list[str] = []
     try:
-        found = extract_scops(fn, expand_scalars=expand_scalars)
+        with timer.step("model"):
+            found = extract_scops(fn, expand_scalars=expand_scalars)
     except Exception as exc:
         # it may have demoted values to scratchpads before failing: restore the function
         raise _StepFailed(f"extract_scops failed: {_describe(exc)}") from exc
     for index, (scop, region) in enumerate(found):
         where = f"scop {index}"
+        located = f"{where} at {_position_text(region.ops[0].location)}"
         try:
-            deps = compute_dependences(scop)
-            schedule = schedule_scop(scop, deps, options=options)
+            with timer.step("dependences"):
+                deps = _dependences(scop, options, notes, located)
+            if deps is None:
+                continue
+            with timer.step("scheduling"):
+                schedule = _new_schedule(scop, deps, options, notes, located)
+            if schedule is None:
+                continue
             if not check_schedule_legal(schedule, deps.validity):
                 notes.append(f"{where}: the schedule violates a dependence; source order kept")
                 continue
@@ -150,6 +202,103 @@ def reschedule_function(
                     f"{footprint} bytes of data, which stay in cache anyway"
                 )
                 continue
+            with timer.step("tiling"):
+                tiled = _fused_and_tiled(scop, region, schedule, deps, options, notes, where)
+        except Exception as exc:  # nothing is changed yet: this scop keeps its code
+            notes.append(f"{where}: source order kept: {_describe(exc)}")
+            continue
+        # The AST of a tiled schedule can outgrow its budget where the untiled one's does not.
+        candidates = [tiled, schedule] if tiled is not schedule else [schedule]
+        generated = None
+        for attempt, candidate in enumerate(candidates):
+            try:
+                with timer.step("ast"):
+                    generate(
+                        region,
+                        scop,
+                        candidate,
+                        deps.validity,
+                        budget_base=options.isl_max_operations,
+                    )
+                generated = candidate
+                break
+            except CodegenError as exc:
+                # codegen's own refusal leaves the region as it was: only this scop keeps its code
+                if attempt + 1 < len(candidates) and "isl budget" in str(exc):
+                    notes.append(f"{located}: {_describe(exc)}; generated untiled")
+                    continue
+                notes.append(f"{where}: source order kept: {_describe(exc)}")
+                break
+            except Exception as exc:
+                raise _StepFailed(
+                    f"code generation failed for {where}: {_describe(exc)}"
+                ) from exc
+        if generated is None:
+            continue
+        schedule = generated
+        trees.append(f"# {where}\n{describe_schedule(schedule).rstrip()}")
+    with timer.step("cleanup"):
+        _run_pipeline(fn, CLEANUP_PIPELINE)
+    return trees
+
+
+def _dependences(
+    scop: Scop, options: Options, notes: list[str], where: str
+) -> Dependences | None:
+    """The scop's dependences; None (with a note) where isl's budget for them runs out.
+
+    Then the scop keeps its code, and its loops are parallelized by MLIR's per-loop dependence
+    analysis alone (`schedule-parallelize`, which runs whatever happens here). isl's scheduler
+    is not tried with coarser, memory-based dependences: its time is not bounded by the
+    operation count (it counts only simplex pivots), and on the inputs whose dataflow runs out
+    it ran for minutes with them."""
+    try:
+        return compute_dependences(scop, max_operations=step_budget("dependences", options))
+    except BudgetExhausted as exc:
+        notes.append(
+            f"{where}: source order kept: {exc}; its loops are parallelized by MLIR's "
+            "dependence analysis only"
+        )
+        return None
+
+
+def _new_schedule(
+    scop: Scop, deps: Dependences, options: Options, notes: list[str], where: str
+) -> isl.Schedule | None:
+    """isl's schedule for the scop; where its budget runs out, a second try that fuses nothing
+    (each strongly connected component alone: a smaller problem each); None (with a note) when
+    that runs out too or isl finds nothing."""
+    budget = step_budget("scheduling", options)
+    try:
+        return schedule_scop(scop, deps, options=options, max_operations=budget)
+    except BudgetExhausted as exc:
+        if options.fusion == "min":
+            notes.append(f"{where}: source order kept: {exc}")
+            return None
+        first = str(exc)
+    unfused = options.model_copy(update={"fusion": "min"})
+    try:
+        schedule = schedule_scop(scop, deps, options=unfused, max_operations=budget)
+    except ScheduleError as exc:
+        notes.append(f"{where}: source order kept: {first}, and unfused: {exc}")
+        return None
+    notes.append(f"{where}: {first}; scheduled without fusion")
+    return schedule
+
+
+def _fused_and_tiled(
+    scop: Scop,
+    region: ScopRegion,
+    schedule: isl.Schedule,
+    deps: Dependences,
+    options: Options,
+    notes: list[str],
+    where: str,
+) -> isl.Schedule:
+    """`schedule` with smart fusion's shared streams and tiling (module docstring), under the
+    tiling budget; `schedule` itself (with a note) when that runs out or a step is illegal."""
+    try:
+        with isl_budget(schedule.get_ctx(), "tiling", step_budget("tiling", options)):
             if options.fusion == "smart":
                 fused = fuse_shared_streams(schedule, scop)
                 if check_schedule_legal(fused, deps.validity):
@@ -165,23 +314,13 @@ def reschedule_function(
                 element_bytes=_element_bytes(region),
             )
             if check_schedule_legal(tiled, deps.validity):
-                schedule = tiled
-            else:  # tiling permutable bands is legal by construction: a bug, say so
-                notes.append(f"{where}: the tiled schedule violates a dependence; untiled")
-        except Exception as exc:  # nothing is changed yet: this scop keeps its code
-            notes.append(f"{where}: source order kept: {_describe(exc)}")
-            continue
-        try:
-            generate(region, scop, schedule, deps.validity)
-        except CodegenError as exc:
-            # codegen's own refusal leaves the region as it was: only this scop keeps its code
-            notes.append(f"{where}: source order kept: {_describe(exc)}")
-            continue
-        except Exception as exc:
-            raise _StepFailed(f"code generation failed for {where}: {_describe(exc)}") from exc
-        trees.append(f"# {where}\n{describe_schedule(schedule).rstrip()}")
-    _run_pipeline(fn, CLEANUP_PIPELINE)
-    return trees
+                return tiled
+    except BudgetExhausted as exc:
+        notes.append(f"{where}: {exc}; not tiled")
+        return schedule
+    # tiling permutable bands is legal by construction: a bug, say so
+    notes.append(f"{where}: the tiled schedule violates a dependence; untiled")
+    return schedule
 
 
 def _element_bytes(region: ScopRegion) -> int:
@@ -238,7 +377,8 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
             f" min_trip={options.min_parallel_trip}}}"
         )
         try:
-            _run_pipeline(copy, element)
+            with timer.step("parallelize"):
+                _run_pipeline(copy, element)
             swapped = _swap_in(fn, copy)
             if swapped is None:
                 failure = failure or "parallelization changed the function's type"
@@ -254,7 +394,8 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
         bits = vector_register_bits(options.march)
         element = f"schedule-micro-kernels{{contract={contract} vector_bits={bits}}}"
         try:
-            _run_pipeline(copy, f"{element},canonicalize,cse")
+            with timer.step("micro-kernels"):
+                _run_pipeline(copy, f"{element},canonicalize,cse")
             swapped = _swap_in(fn, copy)
             if swapped is not None:
                 fn = swapped
@@ -270,19 +411,101 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
         fn.attributes[NOTES_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in notes])
 
 
+def _process_within(
+    module: ir.Module, fn: ir.Operation, options: Options, seconds: float
+) -> None:
+    """`_process_function` on `fn` in a forked child process that may take `seconds`; its
+    result (the whole module, printed with locations) replaces `fn`. A child past the deadline
+    is killed and `fn` keeps its raised code, marked not scheduled.
+
+    The last resort where isl's operation counts bound the time too loosely (its scheduler
+    counts only simplex pivots): isl cannot be interrupted from Python (islpy keeps the GIL), so
+    the work runs where it can be killed."""
+    name = _symbol_name(fn)
+    # A forked child has none of the parent's threads: MLIR must not hand work to its pool
+    # (schedule_module turns multithreading back on at the end).
+    module.context.enable_multithreading(False)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        status = 1
+        try:
+            os.close(read_end)
+            _process_function(module, fn, options)
+            payload = json.dumps(
+                {"module": module.operation.get_asm(enable_debug_info=True), "times": timer.seconds}
+            ).encode()
+            with os.fdopen(write_end, "wb") as out:
+                out.write(payload)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    data = _read_until(read_end, time.monotonic() + seconds)
+    if data is None:
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    if not data:
+        reason = (
+            f"the polyhedral stage ran past --compile-timeout ({seconds:g} s)"
+            if data is None
+            else "the process optimizing it failed"
+        )
+        if data is None:
+            timer.past_deadline.append(name)
+        fn.attributes[NOT_SCHEDULED_ATTR] = ir.StringAttr.get(reason)
+        return
+    result = json.loads(data)
+    for step, spent in result["times"].items():
+        timer.seconds[step] = timer.seconds.get(step, 0.0) + spent
+    done = ir.Module.parse(result["module"], context=module.context)
+    for op in done.body.operations:
+        if op.operation.name == "func.func" and _symbol_name(op.operation) == name:
+            op.operation.clone(ip=ir.InsertionPoint(fn))
+            fn.erase()
+            return
+
+
+def _read_until(fd: int, deadline: float) -> bytes | None:
+    """Everything written to pipe `fd` until its writer closes it, or None at `deadline`."""
+    chunks: list[bytes] = []
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not selector.select(left):
+                    return None
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    return b"".join(chunks)
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+
+
 def schedule_module(module: ir.Module, options: Options) -> ir.Module:
     """Reschedule and parallelize every schedulable function of `module` in place (see the
     module docstring); returns `module`. Does nothing unless `scheduling_enabled(options)`."""
+    timer.seconds.clear()
+    timer.past_deadline.clear()
     if not scheduling_enabled(options):
         return module
+    forking = options.compile_timeout is not None and hasattr(os, "fork")
     with module.context, ir.Location.unknown():
         for fn in list(schedulable_functions(module)):
             try:
-                _process_function(module, fn, options)
+                if forking:
+                    assert options.compile_timeout is not None
+                    _process_within(module, fn, options, options.compile_timeout)
+                else:
+                    _process_function(module, fn, options)
             except Exception as exc:  # a bug of ours around the steps: say so, keep going
                 fn.attributes[NOT_SCHEDULED_ATTR] = ir.StringAttr.get(
                     f"internal error while scheduling: {type(exc).__name__}: {exc}"
                 )
+        if forking:
+            module.context.enable_multithreading(True)
     return module
 
 
@@ -363,4 +586,5 @@ __all__ = [
     "schedule_trees",
     "schedule_warnings",
     "scheduling_enabled",
+    "step_times",
 ]

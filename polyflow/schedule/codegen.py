@@ -22,6 +22,7 @@ from mlir import ir
 from mlir.dialects import affine
 
 from . import isl_helpers as ih
+from .budget import DEFAULT_ISL_MAX_OPERATIONS, is_quota_error, step_budget
 from .model import Scop, ScopRegion, StatementOps
 from .panels import PARALLEL_TILES_MARK
 from .parallelize import INDEPENDENT_ATTR, WAVEFRONT_ATTR
@@ -504,14 +505,29 @@ def generate(
     scop: Scop,
     schedule: isl.Schedule,
     dependences: isl.UnionMap | None = None,
+    *,
+    budget_base: int = DEFAULT_ISL_MAX_OPERATIONS,
 ) -> None:
     """Replace `region`'s ops by code running `scop`'s statements in the order of `schedule`
     (module docstring); with `dependences` (all of the scop's), loops that carry none of them
     get `INDEPENDENT_ATTR`. Raises `CodegenError` and leaves the region as it was when that
-    fails."""
+    fails. `budget_base` scales the AST build's and the independence checks' isl budgets
+    (budget.py)."""
     try:
-        tree = lift_selects(ih.build_ast(scop.context, schedule, dependences=dependences))
-    except (isl.Error, ih.AstUnsupported) as exc:
+        ast = ih.build_ast(
+            scop.context,
+            schedule,
+            dependences=dependences,
+            max_operations=step_budget("ast", budget_base),
+            independence_operations=step_budget("independence", budget_base),
+        )
+        tree = lift_selects(ast)
+    except isl.Error as exc:
+        if is_quota_error(exc):
+            spent = step_budget("ast", budget_base)
+            raise CodegenError(f"ast ran out of its isl budget ({spent:,} operations)") from exc
+        raise CodegenError(f"isl could not build the AST: {exc}") from exc
+    except ih.AstUnsupported as exc:
         raise CodegenError(f"isl could not build the AST: {exc}") from exc
     problem = _escaping_use(region)
     if problem is not None:

@@ -8,6 +8,10 @@ questions about a schedule that respects them (which dimensions are parallel or 
 These three keep every read reading the same write and every element's last write last, so a
 schedule that orders all of them as the source order does computes the same (CONTRACT.md:
 validity = RAW ∪ WAR ∪ WAW). Pure: isl in, isl out.
+
+isl's dataflow analysis can explode (coupled subscripts over several iterators under modulo
+guards: minutes for one scop), so it runs under an operation budget (`budget.py`, step
+"dependences").
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from . import isl_helpers as ih
+from .budget import isl_budget, step_budget
 from .model import Scop
 
 
@@ -51,17 +56,21 @@ class Dependences:
         return self.all
 
 
-def compute_dependences(scop: Scop) -> Dependences:
-    """RAW, WAR and WAW of `scop` under its initial (source-order) schedule."""
+def compute_dependences(
+    scop: Scop, *, max_operations: int = step_budget("dependences")
+) -> Dependences:
+    """RAW, WAR and WAW of `scop` under its initial (source-order) schedule, value-based;
+    `BudgetExhausted` past `max_operations` isl operations (0: unbounded)."""
     reads = scop.accesses("read")
     writes = scop.accesses("write")
     order = ih.padded_schedule(scop.initial_schedule)
-    raw, live_in = ih.flow(reads, order, must_source=writes)
-    waw, _ = ih.flow(writes, order, must_source=writes)
-    # A write kills the reads before it: each write depends on the reads since the previous
-    # write (that write orders the earlier ones through WAW).
-    war, _ = ih.flow(writes, order, may_source=reads, kill=writes)
-    return Dependences(raw.coalesce(), war.coalesce(), waw.coalesce(), live_in.coalesce())
+    with isl_budget(reads.get_ctx(), "dependences", max_operations):
+        raw, live_in = ih.flow(reads, order, must_source=writes)
+        waw, _ = ih.flow(writes, order, must_source=writes)
+        # A write kills the reads before it: each write depends on the reads since the previous
+        # write (that write orders the earlier ones through WAW).
+        war, _ = ih.flow(writes, order, may_source=reads, kill=writes)
+        return Dependences(raw.coalesce(), war.coalesce(), waw.coalesce(), live_in.coalesce())
 
 
 def _as_map(schedule: isl.Schedule | isl.UnionMap | None, scop: Scop) -> isl.UnionMap:

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import islpy as isl
 
+from .budget import step_budget
 from .isl_helpers import carries_dependence, maps_of
 
 # Splits on one path from the root: floyd-warshall needs two (i, then j); 9 copies of the body.
 MAX_SPLITS_PER_NEST = 2
-# isl operations the whole walk may take; past it the schedule comes back unchanged.
-SPLIT_MAX_OPERATIONS = 1_000_000
+# isl operations the whole walk may take by default (budget.py; tiling passes the options' own);
+# past it the schedule comes back unchanged.
+SPLIT_MAX_OPERATIONS = step_budget("index splitting")
 
 
 def _time_through(node: isl.ScheduleNode, member: int) -> isl.UnionMap:
@@ -184,14 +186,18 @@ def _split_band(
 
 
 def split_index_sets(
-    band: isl.ScheduleNode, validity: isl.UnionMap, *, parallel: bool
+    band: isl.ScheduleNode,
+    validity: isl.UnionMap,
+    *,
+    parallel: bool,
+    max_operations: int = SPLIT_MAX_OPERATIONS,
 ) -> isl.ScheduleNode:
     """Band `band` with a member split where its carried dependences all meet one iteration
     (module docstring), and so on in the pieces; the same execution order. Returns the node at
     `band`'s position, `band` itself when nothing is split or the operation budget runs out."""
     ctx = band.get_ctx()
     saved = ctx.get_max_operations()
-    ctx.set_max_operations(SPLIT_MAX_OPERATIONS)
+    ctx.set_max_operations(max_operations)
     ctx.reset_operations()
     try:
         return _split_band(band, validity, parallel=parallel, splits_left=MAX_SPLITS_PER_NEST)

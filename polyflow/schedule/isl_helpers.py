@@ -15,6 +15,8 @@ from typing import Literal
 
 import islpy as isl
 
+from .budget import step_budget
+
 # ---------------------------------------------------------------------------------------------
 # Names and text
 
@@ -434,11 +436,12 @@ class AstUnsupported(Exception):
     """An isl AST construct with no affine equivalent (e.g. `select`, a product of unknowns)."""
 
 
-# isl operations an AST build may take (isl.Error past it; codegen then keeps the source order).
-# Every PolyBench kernel's AST needs under 1 000 000. A count, not a clock, so the same input
-# always gets the same answer; isl counts sparsely in some of its AST work, so it bounds the
-# time only loosely (a tiled floyd-warshall initialization spent 51 s on its first million).
-AST_MAX_OPERATIONS = 2_000_000
+# isl operations an AST build may take by default (budget.py; isl.Error past it; codegen then
+# keeps the source order). Every PolyBench kernel's AST needs under 1 000 000. A count, not a
+# clock, so the same input always gets the same answer; isl counts sparsely in some of its AST
+# work, so it bounds the time only loosely (a tiled floyd-warshall initialization spent 51 s on
+# its first million).
+AST_MAX_OPERATIONS = step_budget("ast")
 
 
 def build_ast(
@@ -447,11 +450,13 @@ def build_ast(
     *,
     max_operations: int = AST_MAX_OPERATIONS,
     dependences: isl.UnionMap | None = None,
+    independence_operations: int | None = None,
 ) -> AstNode:
     """isl's AST for `schedule` (under what `context` says of the parameters), as plain values;
     isl.Error when isl needs more than `max_operations` operations (0: unbounded). With
     `dependences` (all of them, between instances of `schedule`'s domain), each loop that
-    carries none of them is marked `independent`."""
+    carries none of them is marked `independent` (each check under `independence_operations`,
+    default `INDEPENDENCE_MAX_OPERATIONS`)."""
     ctx = context.get_ctx()
     saved = ctx.get_max_operations()
     ctx.set_max_operations(max_operations)
@@ -459,7 +464,12 @@ def build_ast(
     try:
         build = isl.AstBuild.from_context(context)
         if dependences is not None:
-            checker = _IndependenceCheck(dependences)
+            checker = _IndependenceCheck(
+                dependences,
+                INDEPENDENCE_MAX_OPERATIONS
+                if independence_operations is None
+                else independence_operations,
+            )
 
             def annotate(loop_build: isl.AstBuild) -> isl.Id:
                 # An exception must not cross back into isl (it corrupts its state): any
@@ -487,9 +497,9 @@ class _IndependenceCheck:
     context of their own, so that their isl operations neither count against nor exhaust the
     AST build's budget; each check has `INDEPENDENCE_MAX_OPERATIONS` (past it: it carries)."""
 
-    def __init__(self, dependences: isl.UnionMap) -> None:
+    def __init__(self, dependences: isl.UnionMap, max_operations: int) -> None:
         self._ctx = isl.Context()
-        self._ctx.set_max_operations(INDEPENDENCE_MAX_OPERATIONS)
+        self._ctx.set_max_operations(max_operations)
         self._dependences = isl.UnionMap.read_from_str(self._ctx, str(dependences))
 
     def carries_none(self, loop_schedule: isl.UnionMap) -> bool:
@@ -533,8 +543,8 @@ def carries_dependence(node: isl.ScheduleNode, member: int, validity: isl.UnionM
     return carries_at(validity, band_time(node), node.get_schedule_depth() + member)
 
 
-# isl operations one loop's independence check may take (see `_IndependenceCheck`).
-INDEPENDENCE_MAX_OPERATIONS = 1_000_000
+# isl operations one loop's independence check may take by default (see `_IndependenceCheck`).
+INDEPENDENCE_MAX_OPERATIONS = step_budget("independence")
 
 
 def ast_text(context: isl.Set, schedule: isl.Schedule) -> str:

@@ -23,15 +23,17 @@ from __future__ import annotations
 
 import islpy as isl
 
+from .budget import step_budget
 from .isl_helpers import band_time, carries_dependence, sets_of
 
 # The mark above a band of tiles that run in parallel (codegen tags the loop below it).
 PARALLEL_TILES_MARK = "polyflow.parallel_tiles"
 # Splits in all, the first included (lu and cholesky need two: step, then diagonal vs panels).
 MAX_SPLIT_LEVELS = 2
-# isl operations the whole split may take (past it: the band is left unchanged). A third level
-# on lu's diagonal tiles ran out of 24 GB of memory without the limit.
-SPLIT_MAX_OPERATIONS = 2_000_000
+# isl operations the whole split may take by default (budget.py; tiling passes the options' own;
+# past it: the band is left unchanged). A third level on lu's diagonal tiles ran out of 24 GB of
+# memory without the limit.
+SPLIT_MAX_OPERATIONS = step_budget("panels")
 # Parameters' value when counting tiles to judge a split: 512 points, 16 tiles of 32 per loop.
 SAMPLE_PARAMETER = 512
 # The parallel tiles must outnumber the sequential ones this many times.
@@ -100,7 +102,9 @@ def _split_once(band: isl.ScheduleNode, validity: isl.UnionMap, levels: int) -> 
     return sequence
 
 
-def split_dependence_sources(band: isl.ScheduleNode, validity: isl.UnionMap) -> isl.ScheduleNode:
+def split_dependence_sources(
+    band: isl.ScheduleNode, validity: isl.UnionMap, *, max_operations: int = SPLIT_MAX_OPERATIONS
+) -> isl.ScheduleNode:
     """The permutable tile band `band` with the tiles of each step of its first member ordered
     sources first and the others in parallel (module docstring); returns the node at `band`'s
     position, `band` itself when nothing changes."""
@@ -109,7 +113,7 @@ def split_dependence_sources(band: isl.ScheduleNode, validity: isl.UnionMap) -> 
         return band
     ctx = band.get_ctx()
     saved = ctx.get_max_operations()
-    ctx.set_max_operations(SPLIT_MAX_OPERATIONS)
+    ctx.set_max_operations(max_operations)
     ctx.reset_operations()
     try:
         split = _split_once(band.band_split(1).child(0), validity, MAX_SPLIT_LEVELS)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import islpy as isl
 
+from .budget import BudgetExhausted, is_quota_error, step_budget
 from .isl_helpers import flow, maps_of, padded_schedule, schedule_tree
 
 if TYPE_CHECKING:
@@ -37,14 +38,20 @@ if TYPE_CHECKING:
     from .model import Scop
 
 # isl counts elementary operations (roughly one per microsecond here: PolyBench's 2mm, four
-# statements, takes ~19 000). Five million bounds a scheduling run to a few seconds; a scop that
-# needs more is left in source order rather than stalling the compile. A count, not a clock, so the
-# same input always gets the same answer (compile results are cached by their inputs).
-DEFAULT_MAX_OPERATIONS = 5_000_000
+# statements, takes ~19 000). The default (budget.py: five million) bounds a scheduling run to a
+# few seconds; a scop that needs more is left in source order rather than stalling the compile.
+# A count, not a clock, so the same input always gets the same answer (compile results are
+# cached by their inputs).
+DEFAULT_MAX_OPERATIONS = step_budget("scheduling")
 
 
 class ScheduleError(Exception):
     """isl found no schedule, ran out of its operation budget, or produced an illegal one."""
+
+
+class SchedulingBudgetExhausted(BudgetExhausted, ScheduleError):
+    """isl's scheduler ran out of its operation budget (both a `ScheduleError`, for callers
+    that only keep the source order, and a `BudgetExhausted`, for those that fall back)."""
 
 
 # ----- what the scheduler reads of the dependences (dependences.py has the real ones)
@@ -160,10 +167,10 @@ def schedule_scop(
     options: Options,
     max_operations: int = DEFAULT_MAX_OPERATIONS,
 ) -> isl.Schedule:
-    """A legal new schedule tree for `scop` under `options`, or `ScheduleError` saying why not.
-
-    `max_operations` bounds isl's work (0: unbounded). The result is checked with
-    `check_schedule_legal` against `deps.validity` before it is returned.
+    """A legal new schedule tree for `scop` under `options`, or `ScheduleError` saying why not
+    (`BudgetExhausted`, a `ScheduleError`, when isl needs more than `max_operations` operations;
+    0: unbounded). The result is checked with `check_schedule_legal` against `deps.validity`
+    before it is returned.
     """
     settings = scheduler_settings(options)
     domain = scop.domain
@@ -180,9 +187,11 @@ def schedule_scop(
         )
         with isl_scheduler_options(domain.get_ctx(), settings, max_operations=max_operations):
             schedule = constraints.compute_schedule()
-        schedule = _with_context(schedule, scop.context)
-        legal = check_schedule_legal(schedule, deps.validity)
+            schedule = _with_context(schedule, scop.context)
+            legal = check_schedule_legal(schedule, deps.validity)
     except isl.Error as error:
+        if is_quota_error(error):
+            raise SchedulingBudgetExhausted("scheduling", max_operations) from error
         raise ScheduleError(f"isl scheduler failed: {_isl_message(error)}") from error
     if not legal:
         raise ScheduleError("isl's schedule violates a dependence")

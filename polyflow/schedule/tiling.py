@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING
 
 import islpy as isl
 
+from .budget import step_budget
 from .index_split import split_index_sets
 from .isl_helpers import carries_dependence, maps_of, sets_of
 from .panels import split_dependence_sources
@@ -198,14 +199,21 @@ def _tile_subtree(
             if options.parallel and options.wavefront and skewed and validity is not None:
                 node = _wavefront(node, sizes, validity, coarsen=not options.tile_second_level)
             elif options.parallel and validity is not None and not options.tile_second_level:
-                node = split_dependence_sources(node, validity)
+                node = split_dependence_sources(
+                    node, validity, max_operations=step_budget("panels", options)
+                )
             return node
         # Not worth tiling (or tiling is off): still put the contiguous loop innermost, cut
         # loops whose dependences meet at one iteration, then look for tileable bands further
         # down (a split band's pieces stay as they are).
         node = _reorder_for_locality(node, strides)
         if options.index_split and validity is not None:
-            split = split_index_sets(node, validity, parallel=options.parallel)
+            split = split_index_sets(
+                node,
+                validity,
+                parallel=options.parallel,
+                max_operations=step_budget("index splitting", options),
+            )
             if split is not node:
                 return split
     for pos in range(node.n_children()):
