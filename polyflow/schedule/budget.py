@@ -75,8 +75,25 @@ def step_budget(step: Step, base: int | Options = DEFAULT_ISL_MAX_OPERATIONS) ->
 
 
 def is_quota_error(error: isl.Error) -> bool:
-    """Whether an isl error is a spent operation budget (rather than a bug or a limitation)."""
+    """Whether an isl error says that the operation budget is spent."""
     return "maximal number of operations exceeded" in str(error)
+
+
+def budget_spent(ctx: isl.Context, error: isl.Error) -> bool:
+    """Whether `error`, raised under a budget still set on `ctx`, comes from spending it. isl does
+    not always say so: a call that hits the limit may just return nothing, and islpy then
+    reports the next call's missing argument ("failed to copy arg ..."), or a parse cut short
+    as a syntax error. Past the limit every isl call that counts fails, even building a
+    universe set: that is the test."""
+    if is_quota_error(error):
+        return True
+    if not ctx.get_max_operations():
+        return False
+    try:
+        isl.BasicSet.universe(isl.Space.set_alloc(ctx, 0, 1))
+    except isl.Error:
+        return True
+    return False
 
 
 @contextmanager
@@ -90,7 +107,7 @@ def isl_budget(ctx: isl.Context, step: Step, operations: int) -> Iterator[None]:
     try:
         yield
     except isl.Error as error:
-        if is_quota_error(error):
+        if budget_spent(ctx, error):
             raise BudgetExhausted(step, operations) from error
         raise
     finally:
@@ -103,6 +120,7 @@ __all__ = [
     "STEP_SHARES",
     "BudgetExhausted",
     "Step",
+    "budget_spent",
     "is_quota_error",
     "isl_budget",
     "step_budget",

@@ -22,7 +22,7 @@ from mlir import ir
 from mlir.dialects import affine
 
 from . import isl_helpers as ih
-from .budget import DEFAULT_ISL_MAX_OPERATIONS, is_quota_error, step_budget
+from .budget import DEFAULT_ISL_MAX_OPERATIONS, BudgetExhausted, step_budget
 from .model import Scop, ScopRegion, StatementOps
 from .panels import PARALLEL_TILES_MARK
 from .parallelize import INDEPENDENT_ATTR, WAVEFRONT_ATTR
@@ -522,10 +522,9 @@ def generate(
             independence_operations=step_budget("independence", budget_base),
         )
         tree = lift_selects(ast)
+    except BudgetExhausted as exc:
+        raise CodegenError(str(exc)) from exc
     except isl.Error as exc:
-        if is_quota_error(exc):
-            spent = step_budget("ast", budget_base)
-            raise CodegenError(f"ast ran out of its isl budget ({spent:,} operations)") from exc
         raise CodegenError(f"isl could not build the AST: {exc}") from exc
     except ih.AstUnsupported as exc:
         raise CodegenError(f"isl could not build the AST: {exc}") from exc

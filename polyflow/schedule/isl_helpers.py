@@ -15,7 +15,7 @@ from typing import Literal
 
 import islpy as isl
 
-from .budget import step_budget
+from .budget import isl_budget, step_budget
 
 # ---------------------------------------------------------------------------------------------
 # Names and text
@@ -453,15 +453,12 @@ def build_ast(
     independence_operations: int | None = None,
 ) -> AstNode:
     """isl's AST for `schedule` (under what `context` says of the parameters), as plain values;
-    isl.Error when isl needs more than `max_operations` operations (0: unbounded). With
+    `BudgetExhausted` when isl needs more than `max_operations` operations (0: unbounded). With
     `dependences` (all of them, between instances of `schedule`'s domain), each loop that
     carries none of them is marked `independent` (each check under `independence_operations`,
     default `INDEPENDENCE_MAX_OPERATIONS`)."""
     ctx = context.get_ctx()
-    saved = ctx.get_max_operations()
-    ctx.set_max_operations(max_operations)
-    ctx.reset_operations()
-    try:
+    with isl_budget(ctx, "ast", max_operations):
         build = isl.AstBuild.from_context(context)
         if dependences is not None:
             checker = _IndependenceCheck(
@@ -483,9 +480,6 @@ def build_ast(
             build, _lifetime = build.set_before_each_for(annotate)
             return _node(build.node_from_schedule(schedule))
         return _node(build.node_from_schedule(schedule))
-    finally:
-        ctx.set_max_operations(saved)
-        ctx.reset_operations()
 
 
 _INDEPENDENT = "independent"

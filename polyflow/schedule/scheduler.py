@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import islpy as isl
 
-from .budget import BudgetExhausted, is_quota_error, step_budget
+from .budget import BudgetExhausted, budget_spent, step_budget
 from .isl_helpers import flow, maps_of, padded_schedule, schedule_tree
 
 if TYPE_CHECKING:
@@ -149,6 +149,10 @@ def isl_scheduler_options(
         ctx.set_max_operations(max_operations)
         ctx.reset_operations()
         yield
+    except isl.Error as error:
+        if budget_spent(ctx, error):
+            raise SchedulingBudgetExhausted("scheduling", max_operations) from error
+        raise
     finally:
         for name, value in saved.items():
             getattr(ctx, f"set_schedule_{name}")(value)
@@ -190,8 +194,6 @@ def schedule_scop(
             schedule = _with_context(schedule, scop.context)
             legal = check_schedule_legal(schedule, deps.validity)
     except isl.Error as error:
-        if is_quota_error(error):
-            raise SchedulingBudgetExhausted("scheduling", max_operations) from error
         raise ScheduleError(f"isl scheduler failed: {_isl_message(error)}") from error
     if not legal:
         raise ScheduleError("isl's schedule violates a dependence")

@@ -1,4 +1,5 @@
-"""Validate the random program generator: ``check_ub.py SEED_FROM SEED_TO [--jobs N] [--keep DIR]``.
+"""Validate the random program generator: ``check_ub.py SEED_FROM SEED_TO [--jobs N] [--keep DIR]
+[--hard]`` (``--hard``: the generator of hard_gen.py).
 
 For every seed in [SEED_FROM, SEED_TO) the generated program must
 - compile with gcc and run cleanly under UBSan + ASan (``-fno-sanitize-recover=all``),
@@ -23,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from affine_gen import generate_program
+from hard_gen import generate_hard_program
 
 SAN_FLAGS = [
     "-O1",
@@ -59,8 +61,8 @@ def _build_run(
     return r.stdout, "", dt
 
 
-def check_seed(seed: int, keep: Path) -> tuple[int, str, float]:
-    src_text = generate_program(seed)
+def check_seed(seed: int, keep: Path, *, hard: bool = False) -> tuple[int, str, float]:
+    src_text = generate_hard_program(seed) if hard else generate_program(seed)
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0", UBSAN_OPTIONS="print_stacktrace=1")
     with tempfile.TemporaryDirectory(prefix=f"fz{seed}_") as td:
         d = Path(td)
@@ -68,9 +70,11 @@ def check_seed(seed: int, keep: Path) -> tuple[int, str, float]:
         src.write_text(src_text)
         problems: list[str] = []
         nlines = src_text.count("\n")
-        if nlines >= 80:
+        if nlines >= 80 and not hard:  # the hard programs are longer, on purpose
             problems.append(f"{nlines} lines")
-        out_san, p, _ = _build_run(src, d / "san", SAN_FLAGS + WARN_FLAGS, env)
+        # the hard programs mix signedness and compare iterators with each other on purpose
+        warnings = ["-w"] if hard else WARN_FLAGS
+        out_san, p, _ = _build_run(src, d / "san", SAN_FLAGS + warnings, env)
         if p:
             problems.append(p)
         out0, p0, _ = _build_run(src, d / "o0", ["-O0"], env)
@@ -99,12 +103,13 @@ def main() -> int:
     ap.add_argument("seed_to", type=int)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--keep", type=Path, default=Path(tempfile.gettempdir()) / "polyflow-fuzz-ub")
+    ap.add_argument("--hard", action="store_true", help="the programs of hard_gen.py")
     args = ap.parse_args()
     bad = 0
     times: list[float] = []
     with ThreadPoolExecutor(args.jobs) as ex:
         for seed, problem, dt in ex.map(
-            lambda s: check_seed(s, args.keep), range(args.seed_from, args.seed_to)
+            lambda s: check_seed(s, args.keep, hard=args.hard), range(args.seed_from, args.seed_to)
         ):
             times.append(dt)
             if problem:

@@ -69,8 +69,12 @@ class HardGen:
         terms: list[tuple[int, str]] = []
         if its:
             count = min(len(its), rng.choice((1, 2, 3, 3, 4, 4)))
-            for name in rng.sample(its, count):
-                terms.append((rng.choice((1, 1, 1, 2, 2, 3, -1)), name))
+            names = rng.sample(its, count)
+            # With an unsigned iterator a difference wraps around, and a long iterator in the
+            # same sum would then keep the huge value: only sums there.
+            signed = not any(name in nest.unsigned for name in names)
+            for name in names:
+                terms.append((rng.choice((1, 1, 1, 2, 2, 3, -1 if signed else 1)), name))
         lo = sum(c * (PMAX - 1) for c, _ in terms if c < 0)
         hi = sum(c * (PMAX - 1) for c, _ in terms if c > 0)
         while hi - lo >= limit and terms:  # too wide for the array: drop a term
