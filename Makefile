@@ -12,7 +12,10 @@ BASELINE_ARGS ?=
 # Extra arguments for the benchmark suite, e.g. `make bench BENCH_ARGS="--kernels gemm,lu"`.
 BENCH_ARGS ?=
 
-.PHONY: setup run test lint baseline bench bench-mini bench-setup
+# Extra arguments for the compile-time fuzz run, e.g. `make fuzz FUZZ_ARGS="--count 200 --seed 5000"`.
+FUZZ_ARGS ?=
+
+.PHONY: setup run test lint baseline bench bench-mini bench-setup fuzz
 
 setup:
 	@bash scripts/setup.sh
@@ -43,3 +46,13 @@ bench: bench-setup
 
 bench-mini: bench-setup
 	$(PY) -m bench_polybench --size MINI --threads 2 --repeat 3 $(BENCH_ARGS)
+
+# The long fuzz runs (nightly-style; make test runs a small sample of each):
+# 1. the harder random programs' generator stays free of undefined behaviour (UBSan + ASan);
+# 2. 1,000 of them at -O3, plus the 30 PolyBench kernels: compile time (p50/p95/max), isl budget
+#    fallbacks, every output against gcc -O2 (OMP_NUM_THREADS=2); a table at the end;
+# 3. 1,000 of the ordinary random programs at -O3 against gcc.
+fuzz: setup
+	$(PY) tests/fuzz/check_ub.py 0 1000 --hard --jobs 2
+	$(PY) tests/fuzz/compile_time.py --count 1000 --kernels $(FUZZ_ARGS)
+	POLYFLOW_FUZZ_COUNT=1000 POLYFLOW_FUZZ_OPT_LEVEL=3 $(VENV)/bin/pytest -n 2 -q tests/test_random_programs.py

@@ -286,3 +286,80 @@ def test_hard_programs_build_within_their_budgets_and_agree_with_gcc(
 ) -> None:
     report = _build_and_compare(_hard(seed, tmp_path), tmp_path, O3, cache=None)
     assert not [w for w in report.warnings if "not fully optimized" in w], report.warnings
+
+
+# ----- compile time that grows with the file linearly
+
+
+def test_a_functions_scratch_module_holds_only_what_it_refers_to() -> None:
+    import importlib
+
+    from mlir import ir
+
+    raising = importlib.import_module("polyflow.raise")
+    with ir.Context():
+        module = ir.Module.parse(
+            'memref.global "private" @g : memref<4xf64> = dense<0.0>\n'
+            'memref.global "private" @unused : memref<4xf64> = dense<0.0>\n'
+            "func.func private @h(f64) -> f64\n"
+            + "".join(f"func.func private @other{k}(f64) -> f64\n" for k in range(50))
+            + "func.func @f(%x: f64) -> f64 {\n"
+            "  %m = memref.get_global @g : memref<4xf64>\n"
+            "  %r = func.call @h(%x) : (f64) -> f64\n"
+            "  %s = func.call @f(%r) : (f64) -> f64\n"
+            "  return %s : f64\n"
+            "}\n"
+        )
+        target = ir.SymbolTable(module.operation)["f"]
+        assert raising.referenced_symbols(target.operation) == {"g", "h", "f"}
+        scratch, copy = raising.scratch_module(module, target.operation)
+        names = [
+            ir.StringAttr(op.operation.attributes["sym_name"]).value
+            for op in scratch.body.operations
+        ]
+        assert names == ["g", "h", "f"] and copy.operation.name == "func.func"
+        scratch.operation.verify()
+
+
+def test_a_file_of_many_small_functions_builds_and_agrees_with_gcc(tmp_path: Path) -> None:
+    from fuzz.many_functions import generate_many_functions
+
+    source = tmp_path / "many.c"
+    source.write_text(generate_many_functions(24))
+    report = _build_and_compare(source, tmp_path, O3, cache=None)
+    assert len(report.compiled) == 24
+
+
+def test_functions_that_call_each_other_are_compiled_in_one_group(tmp_path: Path) -> None:
+    from polyflow.backend.parallel_build import function_groups
+    from polyflow.frontend.c import emit_c_module
+    from polyflow.frontend.c_parse import parse_c
+
+    calls = "".join(
+        f"static double g{k}(double x) {{ return x * {k + 1}; }}\n"
+        f"void f{k}(int n, double *restrict a) {{ for (int i = 0; i < n; i++) a[i] = g{k}(a[i]); }}\n"
+        for k in range(6)
+    )
+    parsed = parse_c(calls, "calls.c", O3, None)
+    cmod = emit_c_module(parsed, only=None, external_calls=True)
+    with cmod.context:
+        groups = function_groups(cmod.module, 2)
+    assert groups is not None and len(groups) == 2
+    for k in range(6):
+        (group,) = [g for g in groups if f"f{k}" in g]
+        assert f"g{k}" in group and f"__polyflow_f{k}" in group
+    with cmod.context:
+        assert function_groups(cmod.module, 1) is None  # one core: one process
+
+
+def test_many_functions_build_in_parallel_processes(tmp_path: Path) -> None:
+    from fuzz.many_functions import generate_many_functions
+
+    from polyflow.backend.parallel_build import worker_count
+
+    if worker_count() < 2:
+        pytest.skip("one core: the functions are compiled in one process")
+    source = tmp_path / "many.c"
+    source.write_text(generate_many_functions(16))
+    report = _build_and_compare(source, tmp_path, O3, cache=None)
+    assert any(stage.startswith("workers (2") for stage in report.timings), report.timings

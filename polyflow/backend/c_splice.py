@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -31,15 +32,23 @@ def _skip_literal_or_comment(text: str, i: int) -> int:
     return i
 
 
+@functools.lru_cache(maxsize=4)
+def _line_starts(source: str) -> tuple[int, ...]:
+    """The offset of each line of `source`, and its length at the end (computed once per
+    source: a file of thousands of functions asks for each)."""
+    starts = [0]
+    for line in source.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    return tuple(starts)
+
+
 def find_function_body(source: str, name: str, line: int) -> BodySpan | None:
     """The braces of the definition of `name` whose declarator is on `line` (1-based), if found."""
-    lines = source.splitlines(keepends=True)
-    if not 0 < line <= len(lines):
+    starts = _line_starts(source)
+    if not 0 < line < len(starts):
         return None
-    start = sum(len(x) for x in lines[: line - 1])
-    match = re.compile(rf"\b{re.escape(name)}\s*\(").search(
-        source, start, start + len(lines[line - 1])
-    )
+    start = starts[line - 1]
+    match = re.compile(rf"\b{re.escape(name)}\s*\(").search(source, start, starts[line])
     if match is None:
         return None
     i, depth, open_brace = match.end() - 1, 0, -1

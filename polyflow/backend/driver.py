@@ -18,6 +18,7 @@ from mlir import ir
 
 from polyflow.backend.c_splice import BodySpan, find_function_body, splice
 from polyflow.backend.llvm_ir import compile_llvm_ir_to_object
+from polyflow.backend.parallel_build import build_groups, function_groups, worker_count
 from polyflow.backend.toolchain import openmp_library_dir
 from polyflow.errors import CompileError
 from polyflow.frontend.c import CFunction, CModule, emit_c_module
@@ -232,25 +233,45 @@ def _kernel_object(
             return KernelObject(
                 base64.b64decode(stored["object"]), stored["openmp"], stored["parallel_functions"]
             )
-    result = run_pipeline(cmod.module, options, stop_after="llvm", after_stage=after_stage)
-    _record(report, result)
-    llvm_ir = result.llvm_ir or ""
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="polyflow-obj-") as tmp:
-        data = compile_llvm_ir_to_object(llvm_ir, Path(tmp) / "kernels.o", options).read_bytes()
-    report.timings["llc"] = time.perf_counter() - start
-    openmp = uses_openmp(llvm_ir)
-    kernels = KernelObject(data, openmp, openmp_functions(llvm_ir) if openmp else [])
-    if cache is not None and key is not None and result.cacheable:
+    groups = function_groups(cmod.module, worker_count()) if after_stage is None else None
+    if groups is not None:
+        # many functions: groups of them through the pipeline and llc in parallel processes
+        start = time.perf_counter()
+        built = build_groups(cmod.module, groups, options)
+        report.timings.update(built.timings)  # summed over the workers
+        report.timings[f"workers ({len(groups)}, wall)"] = time.perf_counter() - start
+        report.warnings += built.warnings
+        report.notes += built.notes
+        report.schedules.update(built.schedules)
+        forking = [text for text in built.llvm_ir if uses_openmp(text)]
+        functions = sorted({name for text in forking for name in openmp_functions(text)})
+        kernels = KernelObject(built.data, bool(forking), functions)
+        warnings, notes, schedules = built.warnings, built.notes, built.schedules
+        cacheable = built.cacheable
+    else:
+        result = run_pipeline(cmod.module, options, stop_after="llvm", after_stage=after_stage)
+        _record(report, result)
+        llvm_ir = result.llvm_ir or ""
+        start = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="polyflow-obj-") as tmp:
+            data = compile_llvm_ir_to_object(
+                llvm_ir, Path(tmp) / "kernels.o", options
+            ).read_bytes()
+        report.timings["llc"] = time.perf_counter() - start
+        openmp = uses_openmp(llvm_ir)
+        kernels = KernelObject(data, openmp, openmp_functions(llvm_ir) if openmp else [])
+        warnings, notes, schedules = result.warnings, result.notes, result.schedules
+        cacheable = result.cacheable
+    if cache is not None and key is not None and cacheable:
         cache.put_json(
             key,
             {
-                "object": base64.b64encode(data).decode(),
+                "object": base64.b64encode(kernels.data).decode(),
                 "openmp": kernels.openmp,
                 "parallel_functions": kernels.parallel_functions,
-                "warnings": result.warnings,
-                "notes": result.notes,
-                "schedules": result.schedules,
+                "warnings": warnings,
+                "notes": notes,
+                "schedules": schedules,
             },
         )
     return kernels

@@ -86,16 +86,20 @@ def _symbol_name(op: ir.Operation) -> str:
 
 
 def scratch_module(module: ir.Module, target: ir.Operation) -> tuple[ir.Module, ir.Operation]:
-    """A module holding a copy of `target`, declarations of the other functions (so that calls
-    verify) and copies of everything else at the top level (globals); and the copy."""
+    """A module holding a copy of `target`, declarations of the functions it references (so that
+    calls verify) and copies of the other top-level symbols it references (globals); and the
+    copy. Its size is that of `target`, not of `module`: a file of thousands of functions
+    stays linear to compile."""
+    table = ir.SymbolTable(module.operation)
     scratch = ir.Module.create(loc=module.operation.location)
-    copy: ir.Operation | None = None
     with ir.InsertionPoint(scratch.body):
-        for op in module.body.operations:
-            operation = op.operation
+        for name in sorted(referenced_symbols(target)):
+            if name not in table:
+                continue
+            operation = table[name]
             if operation == target:
-                copy = operation.clone()
-            elif operation.name == "func.func":
+                continue
+            if operation.name == "func.func":
                 ir.Operation.create(
                     "func.func",
                     attributes={
@@ -108,8 +112,32 @@ def scratch_module(module: ir.Module, target: ir.Operation) -> tuple[ir.Module, 
                 )
             else:
                 operation.clone()
-    assert copy is not None, "the function to copy is not in its module"
+        copy = target.clone()
     return scratch, copy
+
+
+def referenced_symbols(op: ir.Operation) -> set[str]:
+    """The names of the top-level symbols that `op` and the ops inside it refer to (callees,
+    globals), by the symbol references among their attributes."""
+    names: set[str] = set()
+
+    def collect(attr: ir.Attribute) -> None:
+        if isinstance(attr, ir.FlatSymbolRefAttr):
+            names.add(attr.value)
+        elif isinstance(attr, ir.SymbolRefAttr):
+            names.add(str(attr.value[0]))
+        elif isinstance(attr, ir.ArrayAttr):
+            for element in attr:
+                collect(element)
+
+    def visit(inner: ir.Operation) -> ir.WalkResult:
+        attributes = inner.attributes
+        for index in range(len(attributes)):
+            collect(attributes[index].attr)
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    return names
 
 
 def _failure_reason(element: str, exc: Exception) -> str:

@@ -415,7 +415,7 @@ def _process_within(
     module: ir.Module, fn: ir.Operation, options: Options, seconds: float
 ) -> None:
     """`_process_function` on `fn` in a forked child process that may take `seconds`; its
-    result (the whole module, printed with locations) replaces `fn`. A child past the deadline
+    result (the function, printed with locations) replaces `fn`. A child past the deadline
     is killed and `fn` keeps its raised code, marked not scheduled.
 
     The last resort where isl's operation counts bound the time too loosely (its scheduler
@@ -432,8 +432,10 @@ def _process_within(
         try:
             os.close(read_end)
             _process_function(module, fn, options)
+            # the function (swapped for a new op) with what it refers to: small, and verifies
+            done, _copy = _raising.scratch_module(module, ir.SymbolTable(module.operation)[name])
             payload = json.dumps(
-                {"module": module.operation.get_asm(enable_debug_info=True), "times": timer.seconds}
+                {"module": done.operation.get_asm(enable_debug_info=True), "times": timer.seconds}
             ).encode()
             with os.fdopen(write_end, "wb") as out:
                 out.write(payload)
@@ -540,17 +542,17 @@ def schedule_notes(module: ir.Module) -> list[str]:
         for name, fn in _functions_with(module, NOTES_ATTR):
             for note in ir.ArrayAttr(fn.attributes[NOTES_ATTR]):
                 out.append(f"{name}: {ir.StringAttr(note).value}")
+        names = _raising.source_names(module)  # once: a file may have thousands of functions
         for op in module.body.operations:
             fn = op.operation
             if fn.name == "func.func":
-                out += _float_reduction_notes(module, fn)
+                out += _float_reduction_notes(names, fn)
     return out
 
 
-def _float_reduction_notes(module: ir.Module, fn: ir.Operation) -> list[str]:
+def _float_reduction_notes(names: dict[str, str], fn: ir.Operation) -> list[str]:
     from .parallelize import float_reductions  # only read once parallel code exists
 
-    names = _raising.source_names(module)
     name = _symbol_name(fn)
     return [
         f"{names.get(name, name)}: the loop at {_position_text(loc)} reorders a floating-point "

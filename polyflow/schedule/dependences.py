@@ -63,7 +63,7 @@ def compute_dependences(
     `BudgetExhausted` past `max_operations` isl operations (0: unbounded)."""
     reads = scop.accesses("read")
     writes = scop.accesses("write")
-    order = ih.padded_schedule(scop.initial_schedule)
+    order = ih.schedule_tree(scop.domain, scop.initial_schedule)
     with isl_budget(reads.get_ctx(), "dependences", max_operations):
         raw, live_in = ih.flow(reads, order, must_source=writes)
         waw, _ = ih.flow(writes, order, must_source=writes)

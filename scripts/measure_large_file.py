@@ -1,0 +1,102 @@
+"""Compile time and peak memory of one large C file, polyflow against gcc:
+``python scripts/measure_large_file.py [--functions 2000] [--opt 3]``.
+
+The file is ``tests/fuzz/many_functions.py``'s (N small loop functions and a main calling them).
+Each compiler runs as a command of its own; its process tree's memory is sampled every 0.2 s
+(proportional set size, so pages forked workers share are counted once) and the peak reported.
+Both executables run and must print the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and its descendants (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+def _pss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def measure(cmd: list[str]) -> tuple[float, int]:
+    """(seconds, peak MiB of the process tree) of running `cmd`."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, sum(_pss_kib(p) for p in _tree(proc.pid)))
+        time.sleep(0.2)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr.read() if proc.stderr else ''}")
+    return seconds, peak // 1024
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--functions", type=int, default=2000)
+    parser.add_argument("--opt", type=int, default=3)
+    args = parser.parse_args()
+    from fuzz.many_functions import generate_many_functions
+
+    with tempfile.TemporaryDirectory(prefix="polyflow-large-") as tmp:
+        source = Path(tmp) / "many.c"
+        source.write_text(generate_many_functions(args.functions))
+        size = source.stat().st_size // 1024
+        gcc = measure(["gcc", "-O2", "-o", f"{tmp}/gcc", str(source)])
+        polyflow = measure(
+            [
+                sys.executable,
+                "-m",
+                "polyflow",
+                "build",
+                str(source),
+                "-o",
+                f"{tmp}/pf",
+                f"-O{args.opt}",
+                "--no-cache",
+            ]
+        )
+        same = subprocess.run([f"{tmp}/gcc"], capture_output=True, text=True).stdout == (
+            subprocess.run([f"{tmp}/pf"], capture_output=True, text=True).stdout
+        )
+    print(f"{args.functions} functions, {size} KiB of C")
+    print("| compiler | seconds | peak MiB (all processes) |")
+    print("|---|---|---|")
+    print(f"| gcc -O2 | {gcc[0]:.1f} | {gcc[1]} |")
+    print(f"| polyflow -O{args.opt} | {polyflow[0]:.1f} | {polyflow[1]} |")
+    print(f"polyflow / gcc: {polyflow[0] / gcc[0]:.2f}x; outputs {'agree' if same else 'DIFFER'}")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
