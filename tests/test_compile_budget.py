@@ -182,7 +182,8 @@ def test_an_ast_past_its_budget_is_generated_from_the_untiled_schedule(
     def first_runs_out(region: Any, scop: Any, schedule: Any, deps: Any, **kw: Any) -> None:
         calls.append(1)
         if len(calls) == 1:
-            raise CodegenError("ast ran out of its isl budget (2,000,000 operations)")
+            spent = BudgetExhausted("ast", 2_000_000)
+            raise CodegenError(str(spent)) from spent
         real(region, scop, schedule, deps, **kw)
 
     monkeypatch.setattr(stage, "generate", first_runs_out)

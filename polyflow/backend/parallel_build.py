@@ -12,9 +12,9 @@ with the largest group, not with the file, and the machine's cores share the wor
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
-import selectors
 import subprocess
 import tempfile
 import time
@@ -23,6 +23,7 @@ from pathlib import Path
 
 from mlir import ir
 
+from polyflow import forked
 from polyflow.backend.llvm_ir import compile_llvm_ir_to_object
 from polyflow.options import Options
 from polyflow.pipeline import run_pipeline
@@ -158,54 +159,21 @@ def build_groups(module: ir.Module, groups: list[list[str]], options: Options) -
     objects; RuntimeError (naming the group) when a worker fails."""
     # A forked child has none of the parent's threads: MLIR must not hand work to its pool.
     module.context.enable_multithreading(False)
-    children: dict[int, tuple[int, list[str]]] = {}
     try:
-        for names in groups:
-            read_end, write_end = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the worker: never returns
-                status = 1
-                try:
-                    os.close(read_end)
-                    payload = _build_group(module, names, options)
-                    with os.fdopen(write_end, "wb") as out:
-                        out.write(payload)
-                    status = 0
-                finally:
-                    os._exit(status)
-            os.close(write_end)
-            children[read_end] = (pid, names)
-        outputs = _read_all(list(children))
+        children = [
+            forked.fork_work(functools.partial(_build_group, module, names, options))
+            for names in groups
+        ]
+        outputs = forked.collect(children)
     finally:
-        for pid, _ in children.values():
-            os.waitpid(pid, 0)
         module.context.enable_multithreading(True)
     results = []
-    for fd, (_, names) in children.items():
-        if not outputs.get(fd):
+    for child, names in zip(children, groups, strict=True):
+        output = outputs[child]
+        if output is None:
             raise RuntimeError(f"the process compiling {', '.join(names[:3])}... failed")
-        results.append(json.loads(outputs[fd]))
+        results.append(json.loads(output))
     return _join(results, options)
-
-
-def _read_all(fds: list[int]) -> dict[int, bytes]:
-    """Everything written to each pipe until its writer closes it."""
-    chunks: dict[int, list[bytes]] = {fd: [] for fd in fds}
-    with selectors.DefaultSelector() as selector:
-        for fd in fds:
-            selector.register(fd, selectors.EVENT_READ)
-        open_fds = set(fds)
-        while open_fds:
-            for key, _ in selector.select():
-                fd = int(key.fd)
-                chunk = os.read(fd, 1 << 20)
-                if chunk:
-                    chunks[fd].append(chunk)
-                else:
-                    selector.unregister(fd)
-                    os.close(fd)
-                    open_fds.discard(fd)
-    return {fd: b"".join(parts) for fd, parts in chunks.items()}
 
 
 def _join(results: list[dict[str, object]], options: Options) -> GroupResult:

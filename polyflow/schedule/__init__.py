@@ -32,8 +32,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import selectors
-import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,7 +39,7 @@ from contextlib import contextmanager
 import islpy as isl
 from mlir import ir
 
-from polyflow import passes
+from polyflow import forked, passes
 from polyflow.options import Options
 
 from .budget import BudgetExhausted, isl_budget, step_budget
@@ -203,7 +201,7 @@ def reschedule_function(
                 )
                 continue
             with timer.step("tiling"):
-                tiled = _fused_and_tiled(scop, region, schedule, deps, options, notes, where)
+                tiled = _fused_and_tiled(scop, region, schedule, deps, options, notes, located)
         except Exception as exc:  # nothing is changed yet: this scop keeps its code
             notes.append(f"{where}: source order kept: {_describe(exc)}")
             continue
@@ -224,7 +222,8 @@ def reschedule_function(
                 break
             except CodegenError as exc:
                 # codegen's own refusal leaves the region as it was: only this scop keeps its code
-                if attempt + 1 < len(candidates) and "isl budget" in str(exc):
+                spent = isinstance(exc.__cause__, BudgetExhausted)
+                if spent and attempt + 1 < len(candidates):
                     notes.append(f"{located}: {_describe(exc)}; generated untiled")
                     continue
                 notes.append(f"{where}: source order kept: {_describe(exc)}")
@@ -296,7 +295,7 @@ def _fused_and_tiled(
     where: str,
 ) -> isl.Schedule:
     """`schedule` with smart fusion's shared streams and tiling (module docstring), under the
-    tiling budget; `schedule` itself (with a note) when that runs out or a step is illegal."""
+    tiling budget; untiled (with a note) when that runs out or tiling is illegal."""
     try:
         with isl_budget(schedule.get_ctx(), "tiling", step_budget("tiling", options)):
             if options.fusion == "smart":
@@ -422,40 +421,30 @@ def _process_within(
     counts only simplex pivots): isl cannot be interrupted from Python (islpy keeps the GIL), so
     the work runs where it can be killed."""
     name = _symbol_name(fn)
-    # A forked child has none of the parent's threads: MLIR must not hand work to its pool
-    # (schedule_module turns multithreading back on at the end).
+
+    def work() -> bytes:
+        timer.seconds.clear()  # the child reports its own steps only
+        _process_function(module, fn, options)
+        # the function (swapped for a new op) with what it refers to: small, and verifies
+        done, _copy = _raising.scratch_module(module, ir.SymbolTable(module.operation)[name])
+        return json.dumps(
+            {"module": done.operation.get_asm(enable_debug_info=True), "times": timer.seconds}
+        ).encode()
+
+    # the child has none of this process's threads (schedule_module turns this back on)
     module.context.enable_multithreading(False)
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        status = 1
-        try:
-            os.close(read_end)
-            _process_function(module, fn, options)
-            # the function (swapped for a new op) with what it refers to: small, and verifies
-            done, _copy = _raising.scratch_module(module, ir.SymbolTable(module.operation)[name])
-            payload = json.dumps(
-                {"module": done.operation.get_asm(enable_debug_info=True), "times": timer.seconds}
-            ).encode()
-            with os.fdopen(write_end, "wb") as out:
-                out.write(payload)
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    data = _read_until(read_end, time.monotonic() + seconds)
+    deadline = time.monotonic() + seconds
+    child = forked.fork_work(work)
+    data = forked.collect([child], deadline)[child]
     if data is None:
-        os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    if not data:
-        reason = (
+        late = time.monotonic() >= deadline
+        if late:
+            timer.past_deadline.append(name)
+        fn.attributes[NOT_SCHEDULED_ATTR] = ir.StringAttr.get(
             f"the polyhedral stage ran past --compile-timeout ({seconds:g} s)"
-            if data is None
+            if late
             else "the process optimizing it failed"
         )
-        if data is None:
-            timer.past_deadline.append(name)
-        fn.attributes[NOT_SCHEDULED_ATTR] = ir.StringAttr.get(reason)
         return
     result = json.loads(data)
     for step, spent in result["times"].items():
@@ -466,24 +455,6 @@ def _process_within(
             op.operation.clone(ip=ir.InsertionPoint(fn))
             fn.erase()
             return
-
-
-def _read_until(fd: int, deadline: float) -> bytes | None:
-    """Everything written to pipe `fd` until its writer closes it, or None at `deadline`."""
-    chunks: list[bytes] = []
-    with selectors.DefaultSelector() as selector:
-        selector.register(fd, selectors.EVENT_READ)
-        try:
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0 or not selector.select(left):
-                    return None
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    return b"".join(chunks)
-                chunks.append(chunk)
-        finally:
-            os.close(fd)
 
 
 def schedule_module(module: ir.Module, options: Options) -> ir.Module:
