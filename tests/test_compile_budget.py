@@ -364,3 +364,19 @@ def test_many_functions_build_in_parallel_processes(tmp_path: Path) -> None:
     source.write_text(generate_many_functions(16))
     report = _build_and_compare(source, tmp_path, O3, cache=None)
     assert any(stage.startswith("workers (2") for stage in report.timings), report.timings
+
+
+def test_the_service_answers_with_the_same_budget_notes() -> None:
+    from server.jobs import run_job
+
+    request = {
+        "language": "c",
+        "source": generate_hard_program(RUNS_OUT),
+        "entry": "kernel_0",
+        "options": {"opt_level": 3},
+        "emit": [],
+    }
+    outcome = run_job(request)
+    assert outcome["cacheable"] is True, outcome.get("error")
+    notes = [d["message"] for d in outcome["ok"]["diagnostics"] if d["severity"] == "note"]
+    assert any(DEPENDENCES_RAN_OUT in n and "kernel_0: scop 0 at <input>:" in n for n in notes)
