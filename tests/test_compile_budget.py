@@ -380,3 +380,25 @@ def test_the_service_answers_with_the_same_budget_notes() -> None:
     assert outcome["cacheable"] is True, outcome.get("error")
     notes = [d["message"] for d in outcome["ok"]["diagnostics"] if d["severity"] == "note"]
     assert any(DEPENDENCES_RAN_OUT in n and "kernel_0: scop 0 at <input>:" in n for n in notes)
+
+
+def test_a_statement_that_never_runs_does_not_stop_the_dataflow_analysis(tmp_path: Path) -> None:
+    # isl drops the empty domain of `if (j < i)` under `j >= i`: the schedule tree the analysis
+    # runs over must do without its row (it raised KeyError, and the scop kept its order)
+    source = tmp_path / "never.c"
+    source.write_text(
+        "#include <stdio.h>\n"
+        "void f(int n, double A[n], double B[n]) {\n"
+        "  for (int i = 0; i < n; i++)\n"
+        "    for (int j = i; j < n; j++) {\n"
+        "      if (j < i) A[j] = 7.0;\n"
+        "      B[j] += A[i] * 2.0;\n"
+        "    }\n"
+        "}\n"
+        "int main(void) { static double A[64], B[64];\n"
+        "  for (int i = 0; i < 64; i++) A[i] = i % 7;\n"
+        "  f(64, A, B); double s = 0; for (int i = 0; i < 64; i++) s += B[i] * (i + 1);\n"
+        '  printf("%.17g\\n", s); return 0; }\n'
+    )
+    report = _build_and_compare(source, tmp_path, O3, cache=None)
+    assert not [n for n in report.notes if "Error" in n], report.notes

@@ -144,8 +144,15 @@ def schedule_tree(domain: isl.UnionSet, schedule: isl.UnionMap) -> isl.Schedule:
     """The schedule tree of a (2d+1) schedule: a sequence node where statements split at a
     constant dimension, a one-member band for each loop dimension they share. `domain` gives
     each statement's instances; every statement of `domain` must have a row in `schedule`."""
-    rows = {tuple_name(m): m for m in maps_of(padded_schedule(schedule))}
     domains = {tuple_name(s): s for s in sets_of(domain)}
+    # a statement that never runs (`if (i > i)`) has no set in `domain`: no row either
+    rows = {
+        tuple_name(m): m
+        for m in maps_of(padded_schedule(schedule))
+        if tuple_name(m) in domains
+    }
+    if not rows:
+        return isl.Schedule.from_domain(domain)
     width = max((m.dim(isl.dim_type.out) for m in rows.values()), default=0)
     return atomic_loops(_subtree(sorted(rows), 0, width, rows, domains, domain))
 
