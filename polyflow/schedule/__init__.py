@@ -249,7 +249,7 @@ def _dependences(
     Then the scop keeps its code, and its loops are parallelized by MLIR's per-loop dependence
     analysis alone (`schedule-parallelize`, which runs whatever happens here). isl's scheduler
     is not tried with coarser, memory-based dependences: its time is not bounded by the
-    operation count (it counts only simplex pivots), and on the inputs whose dataflow runs out
+    operation count (isl counts only part of its work), and on the inputs whose dataflow runs out
     it ran for minutes with them."""
     try:
         return compute_dependences(scop, max_operations=step_budget("dependences", options))
@@ -418,7 +418,7 @@ def _process_within(
     is killed and `fn` keeps its raised code, marked not scheduled.
 
     The last resort where isl's operation counts bound the time too loosely (its scheduler
-    counts only simplex pivots): isl cannot be interrupted from Python (islpy keeps the GIL), so
+    counts only part of its work): isl cannot be interrupted from Python (islpy keeps the GIL), so
     the work runs where it can be killed."""
     name = _symbol_name(fn)
 

@@ -12,7 +12,7 @@ unbounded), and each step gets its share of it (`STEP_SHARES`):
 |---|---|---|
 | dependences | 0.5 | value-based dataflow of one scop (RAW, WAR, WAW together) |
 | scheduling | 5 | one run of isl's scheduler on one scop (a second, unfused try gets as much) |
-| tiling | 2 | the tiling stage of one scop: band checks, fusion, footprints |
+| tiling | 2 | the tiling stage of one scop: smart fusion, tiling, their legality checks |
 | index splitting | 1 | cutting one untiled band at one iteration |
 | panels | 2 | ordering one factorization's tiles |
 | ast | 2 | isl's AST for one scop's schedule |
@@ -33,7 +33,7 @@ import islpy as isl
 from polyflow.options import Options
 
 # Every kernel of the benchmark suite is optimized in full under the default (see the README's
-# compile-time table for what the largest need).
+# compile-time section for what the largest need).
 DEFAULT_ISL_MAX_OPERATIONS: int = Options.model_fields["isl_max_operations"].default
 
 Step = Literal[
