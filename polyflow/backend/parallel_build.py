@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import importlib
 import json
 import os
 import subprocess
@@ -20,6 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mlir import ir
 
@@ -53,6 +55,11 @@ def worker_count() -> int:
         return os.cpu_count() or 1
 
 
+def _raising() -> Any:
+    # `raise` is a Python keyword: the package is loaded by name
+    return importlib.import_module("polyflow.raise")
+
+
 def _name(op: ir.Operation) -> str:
     return ir.StringAttr(op.attributes["sym_name"]).value
 
@@ -61,9 +68,7 @@ def function_groups(module: ir.Module, count: int) -> list[list[str]] | None:
     """The module's defined functions in at most `count` groups of about equal size, functions
     that refer to each other in one group; None when the module holds anything but functions
     at its top level (a global defined in two objects would clash) or too few functions."""
-    from importlib import import_module
-
-    referenced_symbols = import_module("polyflow.raise").referenced_symbols
+    referenced_symbols = _raising().referenced_symbols
     defined: dict[str, ir.Operation] = {}
     for op in module.body.operations:
         operation = op.operation
@@ -117,16 +122,8 @@ def _keep_only(module: ir.Module, names: set[str]) -> None:
         operation = op.operation
         if _name(operation) in names or len(operation.regions[0].blocks) == 0:
             continue
-        with ir.InsertionPoint(operation), operation.location:
-            ir.Operation.create(
-                "func.func",
-                attributes={
-                    "sym_name": operation.attributes["sym_name"],
-                    "function_type": operation.attributes["function_type"],
-                    "sym_visibility": ir.StringAttr.get("private"),
-                },
-                regions=1,
-            )
+        with ir.InsertionPoint(operation):
+            _raising().declaration_of(operation)
         operation.erase()
 
 

@@ -100,20 +100,26 @@ def scratch_module(module: ir.Module, target: ir.Operation) -> tuple[ir.Module, 
             if operation == target:
                 continue
             if operation.name == "func.func":
-                ir.Operation.create(
-                    "func.func",
-                    attributes={
-                        "sym_name": operation.attributes["sym_name"],
-                        "function_type": operation.attributes["function_type"],
-                        "sym_visibility": ir.StringAttr.get("private"),
-                    },
-                    regions=1,
-                    loc=operation.location,
-                )
+                declaration_of(operation)
             else:
                 operation.clone()
         copy = target.clone()
     return scratch, copy
+
+
+def declaration_of(function: ir.Operation) -> ir.Operation:
+    """A private declaration of `function` (its name and type, no body), created at the current
+    insertion point with its location."""
+    return ir.Operation.create(
+        "func.func",
+        attributes={
+            "sym_name": function.attributes["sym_name"],
+            "function_type": function.attributes["function_type"],
+            "sym_visibility": ir.StringAttr.get("private"),
+        },
+        regions=1,
+        loc=function.location,
+    )
 
 
 def referenced_symbols(op: ir.Operation) -> set[str]:
