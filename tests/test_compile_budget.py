@@ -229,26 +229,9 @@ def test_past_the_compile_timeout_a_function_keeps_its_raised_code_and_nothing_i
 
 def test_the_command_line_checks_the_budget_options(tmp_path: Path) -> None:
     source = _hard(SCHEDULED, tmp_path)
-    for flag, value in (("--isl-max-operations", "-1"), ("--compile-timeout", "0")):
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "polyflow",
-                "build",
-                str(source),
-                "-o",
-                str(tmp_path / "x"),
-                flag,
-                value,
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert proc.returncode == 2 and flag in proc.stderr and "Traceback" not in proc.stderr
-    proc = subprocess.run(
-        [
+
+    def build(*flags: str) -> subprocess.CompletedProcess[str]:
+        command = [
             sys.executable,
             "-m",
             "polyflow",
@@ -256,16 +239,13 @@ def test_the_command_line_checks_the_budget_options(tmp_path: Path) -> None:
             str(source),
             "-o",
             str(tmp_path / "x"),
-            "-O3",
-            "--no-cache",
-            "--time",
-            "--isl-max-operations",
-            "2000000",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+        ]
+        return subprocess.run([*command, *flags], capture_output=True, text=True, check=False)
+
+    for flag, value in (("--isl-max-operations", "-1"), ("--compile-timeout", "0")):
+        proc = build(flag, value)
+        assert proc.returncode == 2 and flag in proc.stderr and "Traceback" not in proc.stderr
+    proc = build("-O3", "--no-cache", "--time", "--isl-max-operations", "2000000")
     assert proc.returncode == 0, proc.stderr
     for step in ("dependences", "scheduling", "tiling", "ast"):
         assert f"affine-opt/{step}:" in proc.stderr
