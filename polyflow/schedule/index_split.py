@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from .budget import step_budget
+from .budget import BudgetExhausted, isl_budget, step_budget
 from .isl_helpers import carries_dependence, maps_of
 
 # Splits on one path from the root: floyd-warshall needs two (i, then j); 9 copies of the body.
@@ -195,17 +195,11 @@ def split_index_sets(
     """Band `band` with a member split where its carried dependences all meet one iteration
     (module docstring), and so on in the pieces; the same execution order. Returns the node at
     `band`'s position, `band` itself when nothing is split or the operation budget runs out."""
-    ctx = band.get_ctx()
-    saved = ctx.get_max_operations()
-    ctx.set_max_operations(max_operations)
-    ctx.reset_operations()
     try:
-        return _split_band(band, validity, parallel=parallel, splits_left=MAX_SPLITS_PER_NEST)
-    except isl.Error:
+        with isl_budget(band.get_ctx(), "index splitting", max_operations):
+            return _split_band(band, validity, parallel=parallel, splits_left=MAX_SPLITS_PER_NEST)
+    except (BudgetExhausted, isl.Error):
         return band
-    finally:
-        ctx.set_max_operations(saved)
-        ctx.reset_operations()
 
 
 __all__ = ["MAX_SPLITS_PER_NEST", "split_index_sets"]

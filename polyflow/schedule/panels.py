@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import islpy as isl
 
-from .budget import step_budget
+from .budget import BudgetExhausted, isl_budget, step_budget
 from .isl_helpers import band_time, carries_dependence, sets_of
 
 # The mark above a band of tiles that run in parallel (codegen tags the loop below it).
@@ -111,17 +111,11 @@ def split_dependence_sources(
     n_member = band.band_n_member()
     if n_member < 2 or not all(carries_dependence(band, m, validity) for m in (0, 1)):
         return band
-    ctx = band.get_ctx()
-    saved = ctx.get_max_operations()
-    ctx.set_max_operations(max_operations)
-    ctx.reset_operations()
     try:
-        split = _split_once(band.band_split(1).child(0), validity, MAX_SPLIT_LEVELS)
-    except isl.Error:
+        with isl_budget(band.get_ctx(), "panels", max_operations):
+            split = _split_once(band.band_split(1).child(0), validity, MAX_SPLIT_LEVELS)
+    except (BudgetExhausted, isl.Error):
         return band
-    finally:
-        ctx.set_max_operations(saved)
-        ctx.reset_operations()
     if split.get_type() != isl.schedule_node_type.sequence:
         return band
     return split.parent()

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import islpy as isl
 
-from .budget import BudgetExhausted, budget_spent, step_budget
+from .budget import BudgetExhausted, isl_budget, step_budget
 from .isl_helpers import flow, maps_of, padded_schedule, schedule_tree
 
 if TYPE_CHECKING:
@@ -142,23 +142,16 @@ def isl_scheduler_options(
 ) -> Iterator[None]:
     """Set the scheduler options and operation budget on `ctx`; restore what was there after."""
     saved = {name: getattr(ctx, f"get_schedule_{name}")() for name in _ISL_OPTION_FIELDS}
-    saved_max_operations = ctx.get_max_operations()
     try:
         for name in _ISL_OPTION_FIELDS:
             getattr(ctx, f"set_schedule_{name}")(int(getattr(settings, name)))
-        ctx.set_max_operations(max_operations)
-        ctx.reset_operations()
-        yield
-    except isl.Error as error:
-        if budget_spent(ctx, error):
-            raise SchedulingBudgetExhausted("scheduling", max_operations) from error
-        raise
+        with isl_budget(ctx, "scheduling", max_operations):
+            yield
+    except BudgetExhausted as spent:
+        raise SchedulingBudgetExhausted("scheduling", max_operations) from spent.__cause__
     finally:
         for name, value in saved.items():
             getattr(ctx, f"set_schedule_{name}")(value)
-        ctx.set_max_operations(saved_max_operations)
-        # A spent budget leaves the counter past the limit; the next user starts from zero.
-        ctx.reset_operations()
 
 
 # ----- scheduling
