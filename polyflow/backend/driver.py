@@ -18,7 +18,12 @@ from mlir import ir
 
 from polyflow.backend.c_splice import BodySpan, find_function_body, splice
 from polyflow.backend.llvm_ir import compile_llvm_ir_to_object
-from polyflow.backend.parallel_build import build_groups, function_groups, worker_count
+from polyflow.backend.parallel_build import (
+    GroupResult,
+    build_groups,
+    function_groups,
+    worker_count,
+)
 from polyflow.backend.toolchain import openmp_library_dir
 from polyflow.errors import CompileError
 from polyflow.frontend.c import CFunction, CModule, emit_c_module
@@ -238,11 +243,8 @@ def _kernel_object(
         # many functions: groups of them through the pipeline and llc in parallel processes
         start = time.perf_counter()
         built = build_groups(cmod.module, groups, options)
-        report.timings.update(built.timings)  # summed over the workers
+        _record(report, built)  # stage timings summed over the workers
         report.timings[f"workers ({len(groups)}, wall)"] = time.perf_counter() - start
-        report.warnings += built.warnings
-        report.notes += built.notes
-        report.schedules.update(built.schedules)
         forking = [text for text in built.llvm_ir if uses_openmp(text)]
         functions = sorted({name for text in forking for name in openmp_functions(text)})
         kernels = KernelObject(built.data, bool(forking), functions)
@@ -310,7 +312,7 @@ def _openmp_link_flags(filename: str) -> list[str]:
     return [f"-L{directory}", "-liomp5", f"-Wl,-rpath,{directory}"]
 
 
-def _record(report: BuildReport, result: PipelineResult) -> None:
+def _record(report: BuildReport, result: PipelineResult | GroupResult) -> None:
     report.timings.update(result.timings)
     report.warnings += result.warnings
     report.notes += result.notes
