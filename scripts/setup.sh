@@ -3,7 +3,9 @@
 #   1. Debian packages from SYSTEM_PACKAGES that are missing (apt-get update only if one is);
 #   2. .venv, created with Python 3.11 if it does not exist;
 #   3. `pip install -e '.[test]'` into .venv when pyproject.toml changed since the last install
-#      (the stamp file .venv/.polyflow-setup-stamp holds its hash and the repository path).
+#      (the stamp file .venv/.polyflow-setup-stamp holds its hash and the repository path);
+#   4. polyflow's and server's bytecode, so that every command starts without compiling Python
+#      (even where PYTHONDONTWRITEBYTECODE keeps the interpreter from writing it on import).
 # Pip may warn about '/opt/pypi-more' locations; that is harmless.
 set -euo pipefail
 
@@ -73,3 +75,7 @@ if [ "$want" != "$have" ] || [ ! -x "$VENV/bin/polyflow" ] || [ ! -x "$VENV/bin/
   fi
   printf '%s\n' "$want" >"$STAMP"
 fi
+
+# 4. Bytecode for the product's modules (quiet and quick when it is already current). An import
+#    that compiles polyflow's ~100 modules costs ~0.3 s on every command otherwise.
+"$VENV/bin/python" -m compileall -q -j 0 polyflow server >/dev/null

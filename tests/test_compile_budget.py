@@ -144,6 +144,13 @@ def test_a_larger_budget_schedules_what_the_default_did_not(tmp_path: Path) -> N
     assert not [n for n in enough.notes if "isl budget" in n] and enough.schedules
 
 
+def _build_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Functions compiled in this process, not in forked workers (for tests that watch calls)."""
+    from polyflow.backend import driver
+
+    monkeypatch.setattr(driver, "function_groups", lambda module, count: None)
+
+
 def test_scheduling_past_its_budget_tries_once_more_without_fusion(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -161,6 +168,7 @@ def test_scheduling_past_its_budget_tries_once_more_without_fusion(
     from polyflow.schedule.scheduler import SchedulingBudgetExhausted as budget_error
 
     monkeypatch.setattr(stage, "schedule_scop", fussy)
+    _build_in_one_process(monkeypatch)  # where `fusions` sees the calls
     report = _build_and_compare(_hard(SCHEDULED, tmp_path), tmp_path, O3)
     assert fusions[:2] == ["smart", "min"]
     assert any(
@@ -324,13 +332,14 @@ def test_functions_that_call_each_other_are_compiled_in_one_group(tmp_path: Path
     parsed = parse_c(calls, "calls.c", O3, None)
     cmod = emit_c_module(parsed, only=None, external_calls=True)
     with cmod.context:
-        groups = function_groups(cmod.module, 2)
+        groups = function_groups(cmod.module, 2, min_group_ops=0)
     assert groups is not None and len(groups) == 2
     for k in range(6):
         (group,) = [g for g in groups if f"f{k}" in g]
         assert f"g{k}" in group and f"__polyflow_f{k}" in group
     with cmod.context:
-        assert function_groups(cmod.module, 1) is None  # one core: one process
+        assert function_groups(cmod.module, 1, min_group_ops=0) is None  # one core: one process
+        assert function_groups(cmod.module, 2) is None  # too little work to fork for
 
 
 def test_many_functions_build_in_parallel_processes(tmp_path: Path) -> None:
@@ -344,6 +353,28 @@ def test_many_functions_build_in_parallel_processes(tmp_path: Path) -> None:
     source.write_text(generate_many_functions(16))
     report = _build_and_compare(source, tmp_path, O3, cache=None)
     assert any(stage.startswith("workers (2") for stage in report.timings), report.timings
+
+
+def test_two_large_loop_functions_are_scheduled_on_two_cores(tmp_path: Path) -> None:
+    from polyflow.backend.parallel_build import worker_count
+
+    if worker_count() < 2:
+        pytest.skip("one core: the functions are compiled in one process")
+    report = _build_and_compare(_hard(RUNS_OUT, tmp_path), tmp_path, O3, cache=None)
+    assert any(stage.startswith("workers (2") for stage in report.timings), report.timings
+    assert [n for n in report.notes if DEPENDENCES_RAN_OUT in n]  # said from the worker
+
+
+def test_a_small_file_is_compiled_in_one_process(tmp_path: Path) -> None:
+    source = tmp_path / "small.c"
+    source.write_text(
+        "#include <stdio.h>\n"
+        "void f(int n, double *a) { for (int i = 0; i < n; i++) a[i] = 2 * a[i]; }\n"
+        "void g(int n, double *a) { for (int i = 0; i < n; i++) a[i] += 1; }\n"
+        "int main(void) { double a[8] = {1}; f(8, a); g(8, a); printf(\"%g\\n\", a[0]); }\n"
+    )
+    report = _build_and_compare(source, tmp_path, O3, cache=None)
+    assert not any(stage.startswith("workers") for stage in report.timings), report.timings
 
 
 def test_the_service_answers_with_the_same_budget_notes() -> None:

@@ -164,25 +164,34 @@ def build_program(
             _record(report, result)
             _write_stage(result, emit, output, options)
             return report
-        kernels: KernelObject | None = None
-        try:
-            kernels = _kernel_object(cmod, options, cache, report, after_stage)
-        except Exception as exc:  # MLIRError or a failing LLVM tool: ours, not the user's
-            _give_up_on_mlir(report, filename, exc)
-            bodies = {}
-
-    start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="polyflow-build-") as tmp:
-        objects: list[str] = []
-        if bodies and kernels is not None:
-            (Path(tmp) / "kernels.o").write_bytes(kernels.data)
-            objects.append(str(Path(tmp) / "kernels.o"))
+        rest = Path(tmp) / "rest.o"
         spliced = Path(tmp) / Path(filename).name
         spliced.write_text(
             splice(text, filename, bodies, cmod.globals, cmod.trampolines) if bodies else text
         )
-        rest = Path(tmp) / "rest.o"
-        _compile_rest(spliced, rest, options, source_dir, filename)
+        # cc compiles the rest of the file while polyflow compiles its functions
+        rest_job = _RestCompile(spliced, rest, options, source_dir, filename)
+        kernels: KernelObject | None = None
+        try:
+            try:
+                with cmod.context:
+                    kernels = _kernel_object(cmod, options, cache, report, after_stage)
+            except Exception as exc:  # MLIRError or a failing LLVM tool: ours, not the user's
+                _give_up_on_mlir(report, filename, exc)
+                if bodies:  # the file as it was, all of it through cc
+                    rest_job.cancel()
+                    bodies = {}
+                    spliced.write_text(text)
+                    rest_job = _RestCompile(spliced, rest, options, source_dir, filename)
+            start = time.perf_counter()
+            objects: list[str] = []
+            if bodies and kernels is not None:
+                (Path(tmp) / "kernels.o").write_bytes(kernels.data)
+                objects.append(str(Path(tmp) / "kernels.o"))
+            rest_job.wait()
+        finally:
+            rest_job.cancel()  # only where something above raised
         if objects and kernels is not None and kernels.openmp:
             report.parallel = True
             report.parallel_functions = kernels.parallel_functions
@@ -369,9 +378,41 @@ def _give_up_on_mlir(report: BuildReport, filename: str, exc: Exception) -> None
     report.compiled = []
 
 
-def _compile_rest(
-    spliced: Path, obj: Path, options: Options, source_dir: Path | None, filename: str
-) -> None:
+class _RestCompile:
+    """cc compiling what polyflow leaves to it (`spliced`, the file with the compiled functions'
+    bodies cut out) into `obj`, started at once and running in the background; `wait` raises
+    `CompileError` with cc's message when it failed."""
+
+    def __init__(
+        self, spliced: Path, obj: Path, options: Options, source_dir: Path | None, filename: str
+    ) -> None:
+        self._filename = filename
+        self._log = obj.with_suffix(".log")
+        with self._log.open("w") as log:
+            self._proc = subprocess.Popen(
+                _rest_command(spliced, obj, options, source_dir),
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+
+    def cancel(self) -> None:
+        """Stop cc if it is still running."""
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+    def wait(self) -> None:
+        if self._proc.wait() != 0:
+            message = self._log.read_text(errors="replace").strip()
+            raise CompileError(
+                f"compiling the rest of the program with the C compiler failed:\n{message}",
+                file=self._filename,
+            )
+
+
+def _rest_command(
+    spliced: Path, obj: Path, options: Options, source_dir: Path | None
+) -> list[str]:
     level = "-O0" if options.opt_level == 0 else "-O2"
     march = [f"-march={options.march}"] if options.march else []
     include = [f"-iquote{source_dir}"] if source_dir else []
@@ -388,4 +429,4 @@ def _compile_rest(
         str(obj),
         str(spliced),
     ]
-    _run_cc(cmd, "compiling the rest of the program with the C compiler", filename)
+    return cmd

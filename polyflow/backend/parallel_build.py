@@ -30,8 +30,10 @@ from polyflow.backend.llvm_ir import compile_llvm_ir_to_object
 from polyflow.options import Options
 from polyflow.pipeline import run_pipeline
 
-# Fewer functions than this are compiled in one process (a fork is not worth it).
-MIN_FUNCTIONS = 8
+# A group of functions with fewer operations than this is not worth a process of its own (a
+# fork, a second `opt` and `llc`, and joining the objects cost ~40 ms): two 50-line loop nests are
+# ~400 operations each (their isl work runs on both cores then), a one-loop function ~30.
+MIN_GROUP_OPS = 150
 
 
 @dataclass
@@ -64,10 +66,13 @@ def _name(op: ir.Operation) -> str:
     return ir.StringAttr(op.attributes["sym_name"]).value
 
 
-def function_groups(module: ir.Module, count: int) -> list[list[str]] | None:
-    """The module's defined functions in at most `count` groups of about equal size, functions
-    that refer to each other in one group; None when the module holds anything but functions
-    at its top level (a global defined in two objects would clash) or too few functions."""
+def function_groups(
+    module: ir.Module, count: int, min_group_ops: int = MIN_GROUP_OPS
+) -> list[list[str]] | None:
+    """The module's defined functions in at most `count` groups of about equal size (counted in
+    operations), functions that refer to each other in one group; None when the module holds
+    anything but functions at its top level (a global defined in two objects would clash), or
+    when fewer than two groups would each have `min_group_ops` operations of work."""
     referenced_symbols = _raising().referenced_symbols
     defined: dict[str, ir.Operation] = {}
     for op in module.body.operations:
@@ -76,7 +81,7 @@ def function_groups(module: ir.Module, count: int) -> list[list[str]] | None:
             return None
         if len(operation.regions[0].blocks) > 0:
             defined[_name(operation)] = operation
-    if len(defined) < MIN_FUNCTIONS or count < 2:
+    if len(defined) < 2 or count < 2:
         return None
     parent = {name: name for name in defined}
 
@@ -101,6 +106,8 @@ def function_groups(module: ir.Module, count: int) -> list[list[str]] | None:
         k = load.index(min(load))
         groups[k] += component
         load[k] += sum(sizes[n] for n in component)
+    if len(groups) < 2 or min(load) < min_group_ops:
+        return None
     return [sorted(group) for group in groups if group]
 
 
@@ -199,4 +206,4 @@ def _join(results: list[dict[str, object]], options: Options) -> GroupResult:
     return joined
 
 
-__all__ = ["MIN_FUNCTIONS", "GroupResult", "build_groups", "function_groups", "worker_count"]
+__all__ = ["MIN_GROUP_OPS", "GroupResult", "build_groups", "function_groups", "worker_count"]
