@@ -522,7 +522,43 @@ class _IndependenceCheck:
 
 def carries_at(dependences: isl.UnionMap, schedule: isl.UnionMap, dim: int) -> bool:
     """Whether some dependence between instances that `schedule` (into one time space) maps
-    relates two with equal values in its dimensions before `dim` and different ones at `dim`."""
+    relates two with equal values in its dimensions before `dim` and different ones at `dim`.
+
+    Asked as one emptiness question per dependence relation, over source, target and both
+    times together ({[s -> t] -> [time(s) -> time(t)]}), never by projecting instances away
+    (`deltas`): under a tiled or skewed schedule isl's projections are its most expensive work
+    (fdtd-2d's AST had 44 such loop checks taking 8 s; asked this way, 0.1 s)."""
+    times: dict[str, isl.Map] = {}
+    for time_map in maps_of(schedule):
+        name = time_map.get_tuple_name(isl.dim_type.in_)
+        if name is None or name in times:  # unnamed or split statements: ask by projection
+            return _carries_at_by_deltas(dependences, schedule, dim)
+        times[name] = time_map.flatten_range()
+    if not times:
+        return False
+    n = next(iter(times.values())).dim(isl.dim_type.out)
+    source = [f"s{k}" for k in range(n)]
+    target = [f"t{k}" for k in range(n)]
+    same_before = [f"s{k} = t{k}" for k in range(dim)]
+    differ = f"(s{dim} < t{dim} or s{dim} > t{dim})"
+    carried = isl.Map.read_from_str(
+        dependences.get_ctx(),
+        f"{{ [{', '.join(source)}] -> [{', '.join(target)}] : "
+        f"{' and '.join([*same_before, differ])} }}",
+    ).wrap()
+    for dependence in maps_of(dependences):
+        before = times.get(dependence.get_tuple_name(isl.dim_type.in_))
+        after = times.get(dependence.get_tuple_name(isl.dim_type.out))
+        if before is None or after is None:  # not both among the scheduled instances
+            continue
+        pairs = before.product(after)  # [s -> t] -> [time(s) -> time(t)]
+        pairs = pairs.intersect_domain(dependence.wrap().align_params(pairs.get_space()))
+        if not pairs.intersect_range(carried.align_params(pairs.get_space())).is_empty():
+            return True
+    return False
+
+
+def _carries_at_by_deltas(dependences: isl.UnionMap, schedule: isl.UnionMap, dim: int) -> bool:
     instances = schedule.domain()
     deps = dependences.intersect_domain(instances).intersect_range(instances)
     if deps.is_empty():

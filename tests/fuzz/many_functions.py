@@ -41,5 +41,32 @@ def generate_many_functions(count: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def generate_large_initializer(kib: int) -> str:
+    """A file holding a constant table of about `kib` KiB of C text (a generated lookup table,
+    as real programs have), a loop function that reads it and a `main` printing the result."""
+    count = kib * 1024 // 9  # "1234567, " per element
+    values = ", ".join(str((k * 2654435761) % 9_000_000 + 1_000_000) for k in range(count))
+    return "\n".join(
+        [
+            "#include <stdio.h>",
+            "",
+            f"static const unsigned table[{count}] = {{{values}}};",
+            "",
+            "void mix(int n, unsigned *restrict out) {",
+            "  for (int i = 0; i < n; i++) out[i % 64] = out[i % 64] * 31u + table[i];",
+            "}",
+            "",
+            "int main(void) {",
+            "  static unsigned out[64];",
+            f"  mix({count}, out);",
+            "  unsigned s = 0; for (int i = 0; i < 64; i++) s = s * 7u + out[i];",
+            '  printf("%u\\n", s);',
+            "  return 0;",
+            "}",
+            "",
+        ]
+    )
+
+
 if __name__ == "__main__":
     sys.stdout.write(generate_many_functions(int(sys.argv[1])))
