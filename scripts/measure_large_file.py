@@ -1,7 +1,8 @@
 """Compile time and peak memory of one large C file, polyflow against gcc:
-``python scripts/measure_large_file.py [--functions 2000] [--opt 3]``.
+``python scripts/measure_large_file.py [--functions 2000 | --initializer KIB] [--opt 3]``.
 
-The file is ``tests/fuzz/many_functions.py``'s (N small loop functions and a main calling them).
+The file is ``tests/fuzz/many_functions.py``'s: N small loop functions and a main calling them,
+or (``--initializer``) a constant table of that many KiB of C read by one loop function.
 Each compiler runs as a command of its own; its process tree's memory is sampled every 0.2 s
 (proportional set size, so pages forked workers share are counted once) and the peak reported.
 Both executables run and must print the same.
@@ -64,13 +65,18 @@ def measure(cmd: list[str]) -> tuple[float, int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--functions", type=int, default=2000)
+    parser.add_argument("--initializer", type=int, metavar="KIB", help="a table this large")
     parser.add_argument("--opt", type=int, default=3)
     args = parser.parse_args()
-    from fuzz.many_functions import generate_many_functions
+    from fuzz.many_functions import generate_large_initializer, generate_many_functions
 
     with tempfile.TemporaryDirectory(prefix="polyflow-large-") as tmp:
         source = Path(tmp) / "many.c"
-        source.write_text(generate_many_functions(args.functions))
+        source.write_text(
+            generate_large_initializer(args.initializer)
+            if args.initializer
+            else generate_many_functions(args.functions)
+        )
         size = source.stat().st_size // 1024
         gcc = measure(["gcc", "-O2", "-o", f"{tmp}/gcc", str(source)])
         polyflow = measure(
@@ -89,7 +95,8 @@ def main() -> int:
         same = subprocess.run([f"{tmp}/gcc"], capture_output=True, text=True).stdout == (
             subprocess.run([f"{tmp}/pf"], capture_output=True, text=True).stdout
         )
-    print(f"{args.functions} functions, {size} KiB of C")
+    what = "a constant table" if args.initializer else f"{args.functions} functions"
+    print(f"{what}, {size} KiB of C")
     print("| compiler | seconds | peak MiB (all processes) |")
     print("|---|---|---|")
     print(f"| gcc -O2 | {gcc[0]:.1f} | {gcc[1]} |")

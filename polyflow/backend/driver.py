@@ -118,7 +118,7 @@ def build_program(
     report = BuildReport(output=output)
     start = time.perf_counter()
     text, filename, source_dir = _read_source(source)
-    parsed = parse_c(text, filename, options, source_dir)
+    parsed = parse_c(text, filename, options, source_dir, elide_initializers=True)
     cmod = emit_c_module(parsed, only=options.functions, external_calls=emit == "exe")
     report.timings["frontend"] = time.perf_counter() - start
     for name, exc in cmod.skipped.items():

@@ -12,6 +12,7 @@ import pycparser_fake_libc
 from pycparser import c_ast, c_parser
 
 from polyflow.errors import CompileError
+from polyflow.frontend.initializers import elide_large_initializers
 from polyflow.options import Options
 
 _GCC_DIAG = re.compile(
@@ -70,9 +71,16 @@ def check_syntax(source: str, filename: str, options: Options, source_dir: Path 
 
 
 def parse_c(
-    source: str, filename: str, options: Options, source_dir: Path | None = None
+    source: str,
+    filename: str,
+    options: Options,
+    source_dir: Path | None = None,
+    *,
+    elide_initializers: bool = False,
 ) -> ParsedC:
-    """Preprocess with pycparser's fake libc headers and parse; errors become CompileError."""
+    """Preprocess with pycparser's fake libc headers and parse; errors become CompileError.
+    With `elide_initializers`, large numeric tables are not parsed (`initializers.py`: for a
+    build, whose globals the C compiler defines)."""
     check_syntax(source, filename, options, source_dir)
     cmd = [
         options.cc,
@@ -90,6 +98,8 @@ def parse_c(
         *preprocessor_flags(options, source_dir),
     ]
     preprocessed = _run_c_compiler(cmd, source, filename)
+    if elide_initializers:
+        preprocessed = elide_large_initializers(preprocessed)
     try:
         ast = c_parser.CParser().parse(preprocessed, filename)
     except c_parser.ParseError as exc:
