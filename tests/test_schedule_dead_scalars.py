@@ -149,3 +149,22 @@ def test_runs_as_a_registered_pass() -> None:
         out = str(module)
     assert "memref.alloca" not in out  # its loads and the alloca itself folded away
     assert out.count("iter_args") == 1
+
+
+def test_a_slot_that_yields_its_own_block_argument_keeps_it_after_the_drop() -> None:
+    # random program 166 at -O3: `yield %b, %b` with slot 0 unused; the kept slot yields its own
+    # argument, which must become the new loop's (the old one is erased with the loop)
+    out, removed = _run(
+        """
+        func.func @f(%n: index, %out: memref<f64>) {
+          %c = arith.constant 1.0 : f64
+          %r:2 = affine.for %i = 0 to %n iter_args(%a = %c, %b = %c) -> (f64, f64) {
+            affine.yield %b, %b : f64, f64
+          }
+          affine.store %r#1, %out[] : memref<f64>
+          return
+        }
+        """
+    )
+    assert removed == 1
+    assert "iter_args(%arg3 = %cst) -> (f64)" in out and "affine.yield %arg3 : f64" in out

@@ -173,15 +173,16 @@ def _drop_carried(loop: ir.Operation, drop: list[int]) -> None:
     ops = [op.operation for op in old_body.operations]
     yield_op = ops[-1]
     yielded = list(yield_op.operands)
-    new_args = list(new.body.arguments)
-    old_body.arguments[0].replace_all_uses_with(new_args[0])
-    for position, k in enumerate(keep):
-        old_body.arguments[1 + k].replace_all_uses_with(new_args[1 + position])
     for op in ops[:-1]:
         new.body.append(op)
     affine.AffineYieldOp(
         [yielded[k] for k in keep], loc=yield_op.location, ip=ir.InsertionPoint(new.body)
     )
+    # after the new yield exists: a slot may yield a block argument itself (`yield %a, %a`)
+    new_args = list(new.body.arguments)
+    old_body.arguments[0].replace_all_uses_with(new_args[0])
+    for position, k in enumerate(keep):
+        old_body.arguments[1 + k].replace_all_uses_with(new_args[1 + position])
     for position, k in enumerate(keep):
         loop.results[k].replace_all_uses_with(new.results[position])
     loop.erase()
