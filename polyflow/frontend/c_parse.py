@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,7 +82,31 @@ def parse_c(
     """Preprocess with pycparser's fake libc headers and parse; errors become CompileError.
     With `elide_initializers`, large numeric tables are not parsed (`initializers.py`: for a
     build, whose globals the C compiler defines)."""
-    check_syntax(source, filename, options, source_dir)
+    # cc's syntax check runs beside the preprocessing and parsing (on a 3.7 MB table it takes a
+    # second of its own); its diagnostics, which carry cc's precise positions, come first.
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            checked = pool.submit(check_syntax, source, filename, options, source_dir)
+        except RuntimeError:  # no thread to be had (a memory limit): one after the other
+            check_syntax(source, filename, options, source_dir)
+            ast = _preprocess_and_parse(source, filename, options, source_dir, elide_initializers)
+            return ParsedC(ast=ast, filename=filename, source=source)
+        try:
+            ast = _preprocess_and_parse(source, filename, options, source_dir, elide_initializers)
+        except CompileError:
+            checked.result()
+            raise
+        checked.result()
+    return ParsedC(ast=ast, filename=filename, source=source)
+
+
+def _preprocess_and_parse(
+    source: str,
+    filename: str,
+    options: Options,
+    source_dir: Path | None,
+    elide_initializers: bool,
+) -> c_ast.FileAST:
     cmd = [
         options.cc,
         "-E",
@@ -113,7 +138,7 @@ def parse_c(
                 column=int(match["col"]),
             ) from None
         raise CompileError(f"syntax error: {exc}", file=filename) from None
-    return ParsedC(ast=ast, filename=filename, source=source)
+    return ast
 
 
 def _with_filename(source: str, filename: str) -> str:
