@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,8 +89,8 @@ def parse_c(
             checked = pool.submit(check_syntax, source, filename, options, source_dir)
         except RuntimeError:  # no thread to be had (a memory limit): one after the other
             check_syntax(source, filename, options, source_dir)
-            ast = _preprocess_and_parse(source, filename, options, source_dir, elide_initializers)
-            return ParsedC(ast=ast, filename=filename, source=source)
+            checked = Future()
+            checked.set_result(None)
         try:
             ast = _preprocess_and_parse(source, filename, options, source_dir, elide_initializers)
         except CompileError:

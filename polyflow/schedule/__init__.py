@@ -482,9 +482,12 @@ def schedule_module(module: ir.Module, options: Options) -> ir.Module:
     return module
 
 
-def _functions_with(module: ir.Module, attr: str) -> Iterator[tuple[str, ir.Operation]]:
-    """(C name, function) of each function carrying `attr`."""
-    names = _raising.source_names(module)
+def _functions_with(
+    module: ir.Module, attr: str, names: dict[str, str] | None = None
+) -> Iterator[tuple[str, ir.Operation]]:
+    """(C name, function) of each function carrying `attr` (`names`: the module's
+    `source_names`, where the caller has them)."""
+    names = _raising.source_names(module) if names is None else names
     for op in module.body.operations:
         operation = op.operation
         if operation.name == "func.func" and attr in operation.attributes:
@@ -510,10 +513,10 @@ def schedule_notes(module: ir.Module) -> list[str]:
     floating-point reductions (`parallel_reductions`)."""
     out: list[str] = []
     with module.context:
-        for name, fn in _functions_with(module, NOTES_ATTR):
+        names = _raising.source_names(module)  # once: a file may have thousands of functions
+        for name, fn in _functions_with(module, NOTES_ATTR, names):
             for note in ir.ArrayAttr(fn.attributes[NOTES_ATTR]):
                 out.append(f"{name}: {ir.StringAttr(note).value}")
-        names = _raising.source_names(module)  # once: a file may have thousands of functions
         for op in module.body.operations:
             fn = op.operation
             if fn.name == "func.func":

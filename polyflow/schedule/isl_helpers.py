@@ -530,9 +530,9 @@ def carries_at(dependences: isl.UnionMap, schedule: isl.UnionMap, dim: int) -> b
     (fdtd-2d's AST had 44 such loop checks taking 8 s; asked this way, 0.1 s)."""
     times: dict[str, isl.Map] = {}
     for time_map in maps_of(schedule):
-        name = time_map.get_tuple_name(isl.dim_type.in_)
-        if name is None or name in times:  # unnamed or split statements: ask by projection
-            return _carries_at_by_deltas(dependences, schedule, dim)
+        name = tuple_name(time_map)
+        if not time_map.has_tuple_name(isl.dim_type.in_) or name in times:
+            return _carries_at_by_deltas(dependences, schedule, dim)  # unnamed or split
         times[name] = time_map.flatten_range()
     if not times:
         return False
@@ -547,8 +547,8 @@ def carries_at(dependences: isl.UnionMap, schedule: isl.UnionMap, dim: int) -> b
         f"{' and '.join([*same_before, differ])} }}",
     ).wrap()
     for dependence in maps_of(dependences):
-        before = times.get(dependence.get_tuple_name(isl.dim_type.in_))
-        after = times.get(dependence.get_tuple_name(isl.dim_type.out))
+        before = times.get(tuple_name(dependence))
+        after = times.get(tuple_name(dependence, range_=True))
         if before is None or after is None:  # not both among the scheduled instances
             continue
         pairs = before.product(after)  # [s -> t] -> [time(s) -> time(t)]
