@@ -4,7 +4,8 @@ re-parsing anything.
 
 `fork_work(work)` runs `work()` in a child and returns it at once; `collect(children, deadline)`
 gathers what each child's `work()` returned (bytes), or None for a child that failed or was
-still running at `deadline` (it is killed then). A child never returns into the caller's code: it
+still running at `deadline` (it is killed then). `run_pool(works, processes)` runs many works,
+a few children at a time, each next one starting as soon as a child ends. A child never returns into the caller's code: it
 leaves with `os._exit`, so nothing of the parent (buffers, atexit handlers) runs twice.
 
 Callers that hold an MLIR context turn its multithreading off before forking: a child has none
@@ -80,4 +81,48 @@ def collect(children: list[Child], deadline: float | None = None) -> dict[Child,
     return out
 
 
-__all__ = ["Child", "collect", "fork_work"]
+def run_pool(works: list[Callable[[], bytes]], processes: int) -> list[bytes | None]:
+    """What each `work()` returned, run in forked children, at most `processes` at a time, in
+    the order of `works` (None for one that failed). A child that ends early takes the next
+    work at once, so unequal works still keep every process busy."""
+    results: list[bytes | None] = [None] * len(works)
+    running: dict[int, tuple[int, Child]] = {}  # fd → (index of its work, child)
+    parts: dict[int, list[bytes]] = {}
+    pending = iter(enumerate(works))
+    with selectors.DefaultSelector() as selector:
+
+        def start_next() -> None:
+            for index, work in pending:
+                child = fork_work(work)
+                running[child.fd] = (index, child)
+                parts[child.fd] = []
+                selector.register(child.fd, selectors.EVENT_READ)
+                return
+
+        try:
+            for _ in range(max(processes, 1)):
+                start_next()
+            while running:
+                for key, _ in selector.select():
+                    fd = int(key.fd)
+                    chunk = os.read(fd, 1 << 20)
+                    if chunk:
+                        parts[fd].append(chunk)
+                        continue
+                    selector.unregister(fd)
+                    index, child = running.pop(fd)
+                    os.close(fd)
+                    _, status = os.waitpid(child.pid, 0)
+                    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+                        results[index] = b"".join(parts[fd])
+                    del parts[fd]
+                    start_next()
+        finally:  # an exception here (KeyboardInterrupt): no child outlives the pool
+            for _, child in running.values():
+                os.kill(child.pid, signal.SIGKILL)
+                os.close(child.fd)
+                os.waitpid(child.pid, 0)
+    return results
+
+
+__all__ = ["Child", "collect", "fork_work", "run_pool"]

@@ -13,6 +13,7 @@ import islpy as isl
 import pytest
 from difftest import build_with_gcc, run_program
 from fuzz.hard_gen import generate_hard_program
+from mlir import ir
 from test_schedule_scheduler import compute_deps, gemm, two_mm
 
 import polyflow
@@ -283,8 +284,6 @@ def test_hard_programs_build_within_their_budgets_and_agree_with_gcc(
 def test_a_functions_scratch_module_holds_only_what_it_refers_to() -> None:
     import importlib
 
-    from mlir import ir
-
     raising = importlib.import_module("polyflow.raise")
     with ir.Context():
         module = ir.Module.parse(
@@ -333,13 +332,55 @@ def test_functions_that_call_each_other_are_compiled_in_one_group(tmp_path: Path
     cmod = emit_c_module(parsed, only=None, external_calls=True)
     with cmod.context:
         groups = function_groups(cmod.module, 2, min_group_ops=0)
-    assert groups is not None and len(groups) == 2
+    assert groups is not None and len(groups) >= 2
     for k in range(6):
         (group,) = [g for g in groups if f"f{k}" in g]
         assert f"g{k}" in group and f"__polyflow_f{k}" in group
     with cmod.context:
         assert function_groups(cmod.module, 1, min_group_ops=0) is None  # one core: one process
         assert function_groups(cmod.module, 2) is None  # too little work to fork for
+
+
+def test_groups_are_runs_of_neighbouring_functions_a_few_per_worker(tmp_path: Path) -> None:
+    from fuzz.many_functions import generate_many_functions
+
+    from polyflow.backend.parallel_build import GROUPS_PER_WORKER, function_groups
+    from polyflow.frontend.c import emit_c_module
+    from polyflow.frontend.c_parse import parse_c
+
+    parsed = parse_c(generate_many_functions(64), "many.c", O3, None)
+    cmod = emit_c_module(parsed, only=None, external_calls=True)
+    with cmod.context:
+        groups = function_groups(cmod.module, 2, min_group_ops=0)
+        order = [
+            ir.StringAttr(op.operation.attributes["sym_name"]).value
+            for op in cmod.module.body.operations
+        ]
+    assert groups is not None and len(groups) == 2 * GROUPS_PER_WORKER
+    assert sorted(n for g in groups for n in g) == sorted(order)
+    for group in groups:  # one run of neighbours: the four kinds of work of the file mixed
+        positions = sorted(order.index(n) for n in group)
+        assert positions == list(range(positions[0], positions[0] + len(group)))
+        assert len({int(n.rsplit("f", 1)[1]) % 4 for n in group if n.startswith("f")}) == 4
+
+
+def test_the_pool_keeps_at_most_its_processes_busy_and_answers_in_order() -> None:
+    import os
+    import time
+
+    from polyflow import forked
+
+    def work(k: int) -> bytes:
+        if k == 3:
+            raise RuntimeError("a failing work is None, the others go on")
+        time.sleep(0.05 * (k % 2))
+        return f"{k}:{os.getpid()}".encode()
+
+    results = forked.run_pool([lambda k=k: work(k) for k in range(7)], 2)
+    assert results[3] is None
+    answers = [r.decode().split(":") for r in results if r is not None]
+    assert [int(k) for k, _ in answers] == [0, 1, 2, 4, 5, 6]
+    assert len({pid for _, pid in answers}) == 6 and str(os.getpid()) not in {p for _, p in answers}
 
 
 def test_many_functions_build_in_parallel_processes(tmp_path: Path) -> None:

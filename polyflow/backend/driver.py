@@ -247,13 +247,17 @@ def _kernel_object(
             return KernelObject(
                 base64.b64decode(stored["object"]), stored["openmp"], stored["parallel_functions"]
             )
-    groups = function_groups(cmod.module, worker_count()) if after_stage is None else None
+    workers = worker_count()
+    groups = function_groups(cmod.module, workers) if after_stage is None else None
     if groups is not None:
         # many functions: groups of them through the pipeline and llc in parallel processes
         start = time.perf_counter()
-        built = build_groups(cmod.module, groups, options)
+        built = build_groups(cmod.module, groups, options, workers)
         _record(report, built)  # stage timings summed over the workers
-        report.timings[f"workers ({len(groups)}, wall)"] = time.perf_counter() - start
+        processes = min(workers, len(groups))
+        report.timings[f"workers ({processes}, {len(groups)} groups, wall)"] = (
+            time.perf_counter() - start
+        )
         forking = [text for text in built.llvm_ir if uses_openmp(text)]
         functions = sorted({name for text in forking for name in openmp_functions(text)})
         kernels = KernelObject(built.data, bool(forking), functions)

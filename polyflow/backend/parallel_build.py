@@ -3,10 +3,11 @@ group goes through the pipeline, `opt` and `llc` in a forked worker process, and
 joined into one (`cc -r`).
 
 Functions that refer to each other (calls, wrappers and what they wrap) stay in one group, so
-every private symbol is defined in the object that uses it; the other functions of the module
-become declarations in a group's copy. Forking after the frontend costs nothing to set up (no
-interpreter start, no re-parse) and each worker only touches its own functions, so time grows
-with the largest group, not with the file, and the machine's cores share the work.
+every private symbol is defined in the object that uses it; a worker copies its group's
+functions into a module of their own. Forking after the frontend costs nothing to set up (no
+interpreter start, no re-parse) and each worker only touches its own functions, so the work
+grows with the file, not faster, and the machine's cores share it: there are a few groups per
+core, and a worker that is done takes the next group.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ from polyflow.pipeline import run_pipeline
 # fork, a second `opt` and `llc`, and joining the objects cost ~40 ms): two 50-line loop nests are
 # ~400 operations each (their isl work runs on both cores then), a one-loop function ~30.
 MIN_GROUP_OPS = 150
+# Groups per worker process: more, smaller groups even out what sizes do not predict (a worker
+# that finishes early takes the next one) at ~0.1 s each (a fork, a module copy, `opt`, `llc`).
+GROUPS_PER_WORKER = 4
 
 
 @dataclass
@@ -67,12 +71,14 @@ def _name(op: ir.Operation) -> str:
 
 
 def function_groups(
-    module: ir.Module, count: int, min_group_ops: int = MIN_GROUP_OPS
+    module: ir.Module, workers: int, min_group_ops: int = MIN_GROUP_OPS
 ) -> list[list[str]] | None:
-    """The module's defined functions in at most `count` groups of about equal size (counted in
-    operations), functions that refer to each other in one group; None when the module holds
-    anything but functions at its top level (a global defined in two objects would clash), or
-    when fewer than two groups would each have `min_group_ops` operations of work."""
+    """The module's defined functions in groups for `workers` processes, the largest group
+    first: runs of neighbouring functions of about equal size (counted in operations), up to
+    `GROUPS_PER_WORKER` per worker, functions that refer to each other in one group. None when
+    the module holds anything but functions at its top level (a global defined in two objects
+    would clash), for one worker, or when fewer than two groups would have `min_group_ops`
+    operations of work each."""
     referenced_symbols = _raising().referenced_symbols
     defined: dict[str, ir.Operation] = {}
     for op in module.body.operations:
@@ -81,7 +87,7 @@ def function_groups(
             return None
         if len(operation.regions[0].blocks) > 0:
             defined[_name(operation)] = operation
-    if len(defined) < 2 or count < 2:
+    if len(defined) < 2 or workers < 2:
         return None
     parent = {name: name for name in defined}
 
@@ -96,19 +102,34 @@ def function_groups(
         for other in referenced_symbols(operation) & defined.keys():
             parent[root(other)] = root(name)
         sizes[name] = _op_count(operation)  # a rough measure of work
-    components: dict[str, list[str]] = {}
+    components: dict[str, list[str]] = {}  # in the order of their first function
     for name in defined:
         components.setdefault(root(name), []).append(name)
-    groups: list[list[str]] = [[] for _ in range(min(count, len(components)))]
-    load = [0] * len(groups)
-    by_size = sorted(components.values(), key=lambda c: -sum(sizes[n] for n in c))
-    for component in by_size:  # the largest first, each to the least loaded group
-        k = load.index(min(load))
-        groups[k] += component
-        load[k] += sum(sizes[n] for n in component)
-    if len(groups) < 2 or min(load) < min_group_ops:
+    total = sum(sizes.values())
+    count = min(workers * GROUPS_PER_WORKER, len(components), total // max(min_group_ops, 1))
+    if count < 2:
         return None
-    return [sorted(group) for group in groups if group]
+    # Neighbours, not the sizes sorted: functions of equal size can differ in work several
+    # times over (an OpenMP reduction against a copy loop), and a file's neighbouring functions
+    # mix its kinds of work; workers take the groups as they free up, which evens out the rest.
+    groups: list[list[str]] = [[]]
+    loads = [0]
+    for component in components.values():
+        if loads[-1] >= total / count:
+            groups.append([])
+            loads.append(0)
+        groups[-1] += component
+        loads[-1] += sum(sizes[n] for n in component)
+    while len(groups) > 1 and min(loads) < min_group_ops:
+        k = loads.index(min(loads))
+        other = k - 1 if k == len(groups) - 1 or (k > 0 and loads[k - 1] < loads[k + 1]) else k + 1
+        low, high = min(k, other), max(k, other)
+        groups[low : high + 1] = [groups[low] + groups[high]]
+        loads[low : high + 1] = [loads[low] + loads[high]]
+    if len(groups) < 2:
+        return None
+    order = sorted(range(len(groups)), key=lambda k: -loads[k])
+    return [groups[k] for k in order]
 
 
 def _op_count(op: ir.Operation) -> int:
@@ -123,23 +144,29 @@ def _op_count(op: ir.Operation) -> int:
     return count
 
 
-def _keep_only(module: ir.Module, names: set[str]) -> None:
-    """Turn every defined function not in `names` into a declaration (in place)."""
-    for op in list(module.body.operations):
-        operation = op.operation
-        if _name(operation) in names or len(operation.regions[0].blocks) == 0:
-            continue
-        with ir.InsertionPoint(operation):
-            _raising().declaration_of(operation)
-        operation.erase()
+def _group_module(module: ir.Module, names: set[str]) -> ir.Module:
+    """A module of `module`'s functions named in `names` and its declarations, in order.
+    Groups are closed under references, so nothing in it refers to a function left out; it is
+    the size of its group, and whatever walks the module per function costs that much, not
+    the file's size."""
+    group = ir.Module.create(loc=module.operation.location)
+    for attribute in module.operation.attributes:
+        group.operation.attributes[attribute.name] = attribute.attr
+    with ir.InsertionPoint(group.body):
+        for op in module.body.operations:
+            operation = op.operation
+            if _name(operation) in names or len(operation.regions[0].blocks) == 0:
+                operation.clone()
+    return group
 
 
 def _build_group(module: ir.Module, names: list[str], options: Options) -> bytes:
     """In the worker: the group's object and what the pipeline said, as JSON."""
     start = time.perf_counter()
-    _keep_only(module, set(names))
+    with module.context:
+        group = _group_module(module, set(names))
     kept = time.perf_counter() - start
-    result = run_pipeline(module, options, stop_after="llvm")
+    result = run_pipeline(group, options, stop_after="llvm")
     llvm_ir = result.llvm_ir or ""
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="polyflow-group-") as tmp:
@@ -158,22 +185,22 @@ def _build_group(module: ir.Module, names: list[str], options: Options) -> bytes
     ).encode()
 
 
-def build_groups(module: ir.Module, groups: list[list[str]], options: Options) -> GroupResult:
-    """Compile each group of `module`'s functions in a forked worker, all at once, and join the
-    objects; RuntimeError (naming the group) when a worker fails."""
+def build_groups(
+    module: ir.Module, groups: list[list[str]], options: Options, workers: int
+) -> GroupResult:
+    """Compile each group of `module`'s functions in a forked worker, `workers` at a time, and
+    join the objects; RuntimeError (naming the group) when a worker fails."""
     # A forked child has none of the parent's threads: MLIR must not hand work to its pool.
     module.context.enable_multithreading(False)
     try:
-        children = [
-            forked.fork_work(functools.partial(_build_group, module, names, options))
-            for names in groups
-        ]
-        outputs = forked.collect(children)
+        outputs = forked.run_pool(
+            [functools.partial(_build_group, module, names, options) for names in groups],
+            workers,
+        )
     finally:
         module.context.enable_multithreading(True)
     results = []
-    for child, names in zip(children, groups, strict=True):
-        output = outputs[child]
+    for output, names in zip(outputs, groups, strict=True):
         if output is None:
             raise RuntimeError(f"the process compiling {', '.join(names[:3])}... failed")
         results.append(json.loads(output))
@@ -206,4 +233,4 @@ def _join(results: list[dict[str, object]], options: Options) -> GroupResult:
     return joined
 
 
-__all__ = ["MIN_GROUP_OPS", "GroupResult", "build_groups", "function_groups", "worker_count"]
+__all__ = ["GROUPS_PER_WORKER", "MIN_GROUP_OPS", "GroupResult", "build_groups", "function_groups", "worker_count"]

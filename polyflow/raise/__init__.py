@@ -90,10 +90,14 @@ def scratch_module(module: ir.Module, target: ir.Operation) -> tuple[ir.Module, 
     calls verify) and copies of the other top-level symbols it references (globals); and the
     copy. Its size is that of `target`, not of `module`: a file of thousands of functions
     stays linear to compile."""
-    table = ir.SymbolTable(module.operation)
+    names = referenced_symbols(target)
+    # a symbol table of the module costs its size: built only for a function that refers to
+    # something (most loop functions refer to nothing)
+    table = ir.SymbolTable(module.operation) if names else None
     scratch = ir.Module.create(loc=module.operation.location)
     with ir.InsertionPoint(scratch.body):
-        for name in sorted(referenced_symbols(target)):
+        for name in sorted(names):
+            assert table is not None
             if name not in table:
                 continue
             operation = table[name]
