@@ -49,6 +49,25 @@ def test_keys_ignore_line_ends_and_trailing_blanks_only() -> None:
         assert cache_key(**{**BASE, **change}) != key, change
 
 
+def test_a_module_key_follows_the_code_and_its_source_lines_only(tmp_path: Path) -> None:
+    from polyflow.frontend.c import emit_c_module
+    from polyflow.frontend.c_parse import parse_c
+    from polyflow.tune.cache import module_key
+
+    code = "void f(int n, double *a) { for (int i = 0; i < n; i++) a[i] *= 2; }\n"
+
+    def key(text: str, options: Options | None = None) -> str:
+        options = options or Options()
+        cmod = emit_c_module(parse_c(text, "k.c", options, tmp_path))
+        with cmod.context:
+            return module_key(cmod.module, options, "cpu-object")
+
+    assert key(code) == key(code)  # two contexts, one key
+    assert key("\n" + code) != key(code)  # the lines moved: diagnostics must move too
+    assert key(code.replace("2", "3")) != key(code)
+    assert key(code, Options(opt_level=3)) != key(code)
+
+
 def test_values_survive_a_new_instance_and_the_file_is_in_wal_mode(tmp_path: Path) -> None:
     CompileCache(tmp_path).put("k", b"value")
     again = CompileCache(tmp_path)

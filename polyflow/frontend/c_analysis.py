@@ -10,15 +10,40 @@ _LOOPS = (c_ast.For, c_ast.While, c_ast.DoWhile)
 _SIDE_EFFECT_OPS = ("++", "--", "p++", "p--")
 
 
+def _child_slots(cls: type) -> tuple[str, ...]:
+    """The attributes of a node class that hold child nodes (or lists of them), last child
+    first (they go on a stack): its slots but the coordinates and the plain attributes."""
+    slots = _CHILD_SLOTS.get(cls)
+    if slots is None:
+        plain = {"coord", "__weakref__", *getattr(cls, "attr_names", ())}
+        slots = tuple(a for a in reversed(getattr(cls, "__slots__", ())) if a not in plain)
+        _CHILD_SLOTS[cls] = slots
+    return slots
+
+
+_CHILD_SLOTS: dict[type, tuple[str, ...]] = {}
+
+
 def walk(node: c_ast.Node | None) -> Iterator[c_ast.Node]:
     """Every node under `node`, itself included, in pre-order."""
+    # The children are read off the slots: `children()` builds a tuple of named pairs per
+    # node, and the frontend walks each function's statements several times.
     if node is None:
         return
     stack = [node]
+    push = stack.append
     while stack:
         n = stack.pop()
         yield n
-        stack.extend(reversed([c for _, c in n.children()]))
+        slots = _CHILD_SLOTS.get(n.__class__)
+        for attr in _child_slots(n.__class__) if slots is None else slots:
+            child = getattr(n, attr)
+            if child is None:
+                continue
+            if child.__class__ is list:
+                stack.extend(reversed(child))
+            else:
+                push(child)
 
 
 def assigned_names(node: c_ast.Node | None) -> set[str]:

