@@ -3,14 +3,16 @@
 
 The file is ``tests/fuzz/many_functions.py``'s: N small loop functions and a main calling them,
 or (``--initializer``) a constant table of that many KiB of C read by one loop function.
-Each compiler runs as a command of its own; its process tree's memory is sampled every 0.2 s
-(proportional set size, so pages forked workers share are counted once) and the peak reported.
+Each compiler runs as a command of its own, timed (`--repeat N`: the median of N runs); one more
+run samples its process tree's memory every 0.2 s (proportional set size, so pages forked
+workers share are counted once) and reports the peak.
 Both executables run and must print the same.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,18 +50,27 @@ def _pss_kib(pid: int) -> int:
     return 0
 
 
-def measure(cmd: list[str]) -> tuple[float, int]:
-    """(seconds, peak MiB of the process tree) of running `cmd`."""
+def _run(cmd: list[str], sample: bool) -> tuple[float, int]:
+    """(seconds, peak MiB of the process tree; 0 unless `sample`) of running `cmd`."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     peak = 0
     while proc.poll() is None:
-        peak = max(peak, sum(_pss_kib(p) for p in _tree(proc.pid)))
-        time.sleep(0.2)
+        if sample:
+            peak = max(peak, sum(_pss_kib(p) for p in _tree(proc.pid)))
+        time.sleep(0.2 if sample else 0.01)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr.read() if proc.stderr else ''}")
     return seconds, peak // 1024
+
+
+def measure(cmd: list[str], repeat: int) -> tuple[float, int]:
+    """(median seconds of `repeat` plain runs, peak MiB of one more, sampled run) of `cmd`.
+    Time and memory come from separate runs: reading a large process's `smaps_rollup` takes
+    ~50 ms, every 0.2 s, and that load would land on the cores a parallel build uses."""
+    seconds = statistics.median(_run(cmd, sample=False)[0] for _ in range(repeat))
+    return seconds, _run(cmd, sample=True)[1]
 
 
 def main() -> int:
@@ -67,6 +78,7 @@ def main() -> int:
     parser.add_argument("--functions", type=int, default=2000)
     parser.add_argument("--initializer", type=int, metavar="KIB", help="a table this large")
     parser.add_argument("--opt", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=1, help="timed runs each (the median)")
     args = parser.parse_args()
     from fuzz.many_functions import generate_large_initializer, generate_many_functions
 
@@ -78,7 +90,7 @@ def main() -> int:
             else generate_many_functions(args.functions)
         )
         size = source.stat().st_size // 1024
-        gcc = measure(["gcc", "-O2", "-o", f"{tmp}/gcc", str(source)])
+        gcc = measure(["gcc", "-O2", "-o", f"{tmp}/gcc", str(source)], args.repeat)
         polyflow = measure(
             [
                 sys.executable,
@@ -90,7 +102,8 @@ def main() -> int:
                 f"{tmp}/pf",
                 f"-O{args.opt}",
                 "--no-cache",
-            ]
+            ],
+            args.repeat,
         )
         same = subprocess.run([f"{tmp}/gcc"], capture_output=True, text=True).stdout == (
             subprocess.run([f"{tmp}/pf"], capture_output=True, text=True).stdout

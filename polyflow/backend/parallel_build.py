@@ -36,8 +36,12 @@ from polyflow.pipeline import run_pipeline
 # ~400 operations each (their isl work runs on both cores then), a one-loop function ~30.
 MIN_GROUP_OPS = 150
 # Groups per worker process: more, smaller groups even out what sizes do not predict (a worker
-# that finishes early takes the next one) at ~0.1 s each (a fork, a module copy, `opt`, `llc`).
+# that finishes early takes the next one), at ~0.1 s each (a fork, a module copy, starting `opt`
+# and `llc`); so a group beyond one per worker must hold at least BALANCE_GROUP_OPS operations
+# (~100 small loop functions, ~3 s of work). 200 small functions: 2 groups, 3.2 s (8 groups:
+# 4.0 s); 2,000: 8 groups, where 2 left one worker idle for 8 s.
 GROUPS_PER_WORKER = 4
+BALANCE_GROUP_OPS = 5000
 
 
 @dataclass
@@ -71,11 +75,15 @@ def _name(op: ir.Operation) -> str:
 
 
 def function_groups(
-    module: ir.Module, workers: int, min_group_ops: int = MIN_GROUP_OPS
+    module: ir.Module,
+    workers: int,
+    min_group_ops: int = MIN_GROUP_OPS,
+    balance_group_ops: int = BALANCE_GROUP_OPS,
 ) -> list[list[str]] | None:
     """The module's defined functions in groups for `workers` processes, the largest group
-    first: runs of neighbouring functions of about equal size (counted in operations), up to
-    `GROUPS_PER_WORKER` per worker, functions that refer to each other in one group. None when
+    first: runs of neighbouring functions of about equal size (counted in operations), one per
+    worker, or up to `GROUPS_PER_WORKER` per worker where each has `balance_group_ops`
+    operations, functions that refer to each other in one group. None when
     the module holds anything but functions at its top level (a global defined in two objects
     would clash), for one worker, or when fewer than two groups would have `min_group_ops`
     operations of work each."""
@@ -106,7 +114,12 @@ def function_groups(
     for name in defined:
         components.setdefault(root(name), []).append(name)
     total = sum(sizes.values())
-    count = min(workers * GROUPS_PER_WORKER, len(components), total // max(min_group_ops, 1))
+    balancing = total // max(balance_group_ops, 1)
+    count = min(
+        max(workers, min(balancing, workers * GROUPS_PER_WORKER)),
+        len(components),
+        total // max(min_group_ops, 1),
+    )
     if count < 2:
         return None
     # Neighbours, not the sizes sorted: functions of equal size can differ in work several
@@ -233,4 +246,4 @@ def _join(results: list[dict[str, object]], options: Options) -> GroupResult:
     return joined
 
 
-__all__ = ["GROUPS_PER_WORKER", "MIN_GROUP_OPS", "GroupResult", "build_groups", "function_groups", "worker_count"]
+__all__ = ["BALANCE_GROUP_OPS", "GROUPS_PER_WORKER", "MIN_GROUP_OPS", "GroupResult", "build_groups", "function_groups", "worker_count"]
