@@ -365,6 +365,24 @@ def test_groups_are_runs_of_neighbouring_functions_a_few_per_worker(tmp_path: Pa
         assert len({int(n.rsplit("f", 1)[1]) % 4 for n in group if n.startswith("f")}) == 4
 
 
+def test_two_kernels_of_unequal_size_get_a_group_each() -> None:
+    from polyflow.backend.parallel_build import _op_count, function_groups
+    from polyflow.frontend.c import emit_c_module
+    from polyflow.frontend.c_parse import parse_c
+
+    # seed 737: kernels of 339 and 442 operations (with their C-ABI entries 400 and 503); cut
+    # at half the operations, both fell into the first group and the file built in one process
+    cmod = emit_c_module(parse_c(generate_hard_program(737), "h.c", O3, None), external_calls=True)
+    with cmod.context:
+        sizes = [_op_count(op.operation) for op in cmod.module.body.operations]
+        groups = function_groups(cmod.module, 2)
+    assert len(sizes) == 4 and sizes[0] != sizes[2]
+    assert groups is not None and sorted(map(sorted, groups)) == [
+        ["__polyflow_kernel_0", "kernel_0"],
+        ["__polyflow_kernel_1", "kernel_1"],
+    ]
+
+
 def test_the_pool_keeps_at_most_its_processes_busy_and_answers_in_order() -> None:
     import os
     import time

@@ -125,14 +125,20 @@ def function_groups(
     # Neighbours, not the sizes sorted: functions of equal size can differ in work several
     # times over (an OpenMP reduction against a copy loop), and a file's neighbouring functions
     # mix its kinds of work; workers take the groups as they free up, which evens out the rest.
-    groups: list[list[str]] = [[]]
-    loads = [0]
+    # Each component goes to the group its middle falls in, counted in operations from the
+    # file's start: equal shares, whatever the sizes (two kernels of 400 and 500 operations go
+    # to two groups).
+    groups: list[list[str]] = [[] for _ in range(count)]
+    loads = [0] * count
+    done = 0
     for component in components.values():
-        if loads[-1] >= total / count:
-            groups.append([])
-            loads.append(0)
-        groups[-1] += component
-        loads[-1] += sum(sizes[n] for n in component)
+        size = sum(sizes[n] for n in component)
+        k = min(count - 1, int((done + size / 2) * count / total))
+        groups[k] += component
+        loads[k] += size
+        done += size
+    groups = [g for g in groups if g]
+    loads = [load for load in loads if load]
     while len(groups) > 1 and min(loads) < min_group_ops:
         k = loads.index(min(loads))
         other = k - 1 if k == len(groups) - 1 or (k > 0 and loads[k - 1] < loads[k + 1]) else k + 1
