@@ -5,8 +5,9 @@ re-parsing anything.
 `fork_work(work)` runs `work()` in a child and returns it at once; `collect(children, deadline)`
 gathers what each child's `work()` returned (bytes), or None for a child that failed or was
 still running at `deadline` (it is killed then). `run_pool(works, processes)` runs many works,
-a few children at a time, each next one starting as soon as a child ends. A child never returns into the caller's code: it
-leaves with `os._exit`, so nothing of the parent (buffers, atexit handlers) runs twice.
+a few children at a time, each next one starting as soon as a child ends. A child never
+returns into the caller's code: it leaves with `os._exit`, so nothing of the parent (buffers,
+atexit handlers) runs twice.
 
 Callers that hold an MLIR context turn its multithreading off before forking: a child has none
 of the parent's threads, and MLIR must not hand work to the pool they made.

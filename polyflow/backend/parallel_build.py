@@ -83,10 +83,10 @@ def function_groups(
     """The module's defined functions in groups for `workers` processes, the largest group
     first: runs of neighbouring functions of about equal size (counted in operations), one per
     worker, or up to `GROUPS_PER_WORKER` per worker where each has `balance_group_ops`
-    operations, functions that refer to each other in one group. None when
-    the module holds anything but functions at its top level (a global defined in two objects
-    would clash), for one worker, or when fewer than two groups would have `min_group_ops`
-    operations of work each."""
+    operations, functions that refer to each other in one group. None when the module holds
+    anything but functions at its top level (a global defined in two objects would clash),
+    for one worker, or when fewer than two groups would have `min_group_ops` operations of
+    work each."""
     referenced_symbols = _raising().referenced_symbols
     defined: dict[str, ir.Operation] = {}
     for op in module.body.operations:
@@ -252,4 +252,12 @@ def _join(results: list[dict[str, object]], options: Options) -> GroupResult:
     return joined
 
 
-__all__ = ["BALANCE_GROUP_OPS", "GROUPS_PER_WORKER", "MIN_GROUP_OPS", "GroupResult", "build_groups", "function_groups", "worker_count"]
+__all__ = [
+    "BALANCE_GROUP_OPS",
+    "GROUPS_PER_WORKER",
+    "MIN_GROUP_OPS",
+    "GroupResult",
+    "build_groups",
+    "function_groups",
+    "worker_count",
+]

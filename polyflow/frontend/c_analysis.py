@@ -12,12 +12,11 @@ _SIDE_EFFECT_OPS = ("++", "--", "p++", "p--")
 
 def _child_slots(cls: type) -> tuple[str, ...]:
     """The attributes of a node class that hold child nodes (or lists of them), last child
-    first (they go on a stack): its slots but the coordinates and the plain attributes."""
-    slots = _CHILD_SLOTS.get(cls)
-    if slots is None:
-        plain = {"coord", "__weakref__", *getattr(cls, "attr_names", ())}
-        slots = tuple(a for a in reversed(getattr(cls, "__slots__", ())) if a not in plain)
-        _CHILD_SLOTS[cls] = slots
+    first (they go on a stack): its slots but the coordinates and the plain attributes.
+    Remembered in `_CHILD_SLOTS`, which `walk` reads first."""
+    plain = {"coord", "__weakref__", *getattr(cls, "attr_names", ())}
+    slots = tuple(a for a in reversed(getattr(cls, "__slots__", ())) if a not in plain)
+    _CHILD_SLOTS[cls] = slots
     return slots
 
 
