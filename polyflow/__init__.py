@@ -18,8 +18,7 @@ def __getattr__(name: str):  # lazy: importing polyflow must not load MLIR
 
         return build_program
     if name == "raise_report":
-        import importlib
+        from polyflow.raising.report import raise_report
 
-        # `raise` is a Python keyword: the package can only be loaded by name
-        return importlib.import_module("polyflow.raise.report").raise_report
+        return raise_report
     raise AttributeError(name)

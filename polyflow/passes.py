@@ -16,10 +16,10 @@ from mlir.passmanager import PassManager
 
 # name → "module:class"
 PASSES: dict[str, str] = {
-    "raise-mem2reg": "polyflow.raise.mem2reg:Mem2Reg",
-    "raise-scf-to-affine": "polyflow.raise.scf_to_affine:RaiseScfToAffine",
-    "raise-delinearize": "polyflow.raise.delinearize:RaiseDelinearize",
-    "raise-reductions": "polyflow.raise.reductions:RaiseReductions",
+    "raise-mem2reg": "polyflow.raising.mem2reg:Mem2Reg",
+    "raise-scf-to-affine": "polyflow.raising.scf_to_affine:RaiseScfToAffine",
+    "raise-delinearize": "polyflow.raising.delinearize:RaiseDelinearize",
+    "raise-reductions": "polyflow.raising.reductions:RaiseReductions",
     "schedule-split-statements": "polyflow.schedule.split:SplitStatements",
     "schedule-dead-scalars": "polyflow.schedule.dead_scalars:ScheduleDeadScalars",
     "schedule-parallelize": "polyflow.schedule.parallelize:ScheduleParallelize",

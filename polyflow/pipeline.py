@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mlir import ir
 
+from polyflow import raising as _raising
 from polyflow import schedule as _scheduling
 from polyflow.backend.llvm_ir import optimize_llvm_ir, translate_to_llvm_ir
 from polyflow.backend.lower import lower_to_llvm_dialect
 from polyflow.backend.toolchain import openmp_library_dir
 from polyflow.options import Options
-
-# `raise` is a Python keyword: no import statement can name the package, so load it by name.
-_raising = importlib.import_module("polyflow.raise")
 
 ModuleStage = tuple[str, Callable[[ir.Module, Options], ir.Module]]
 

@@ -3,8 +3,6 @@ that overlapping arrays take the unraised copy (the raised one would compute som
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 import pytest
 from mlir import ir
@@ -12,8 +10,7 @@ from mlir import ir
 import polyflow
 from polyflow.frontend.c import emit_c_module
 from polyflow.frontend.c_parse import parse_c
-
-guard = importlib.import_module("polyflow.raise.alias_guard")  # `raise` is a keyword
+from polyflow.raising import alias_guard as guard
 
 ACCUMULATE = """void kernel(int n, double A[8], double B[8]) {
   for (int i = 0; i < n; i++)

@@ -282,9 +282,8 @@ def test_hard_programs_build_within_their_budgets_and_agree_with_gcc(
 
 
 def test_a_functions_scratch_module_holds_only_what_it_refers_to() -> None:
-    import importlib
 
-    raising = importlib.import_module("polyflow.raise")
+    from polyflow import raising
     with ir.Context():
         module = ir.Module.parse(
             'memref.global "private" @g : memref<4xf64> = dense<0.0>\n'

@@ -2,11 +2,10 @@
 through the whole raising pipeline. For each kernel, `polyflow.raise_report` says it is fully
 affine (or names why not), the JIT-compiled function computes what NumPy and the unraised build
 do (arrays overlapping at run time included), and a program calling it prints what its
-`gcc -O2` build prints. IR-level cases are in tests/lit/raise/raise-delinearize.mlir."""
+`gcc -O2` build prints. IR-level cases are in tests/lit/raising/raise-delinearize.mlir."""
 
 from __future__ import annotations
 
-import importlib
 import re
 import time
 from dataclasses import dataclass
@@ -19,13 +18,10 @@ from difftest import check_program_against_gcc
 from mlir import ir
 
 import polyflow
-from polyflow import passes
+from polyflow import passes, raising
 from polyflow.frontend.c import emit_c_module
 from polyflow.frontend.c_parse import parse_c
-
-# `raise` is a Python keyword: load the package by name.
-raising = importlib.import_module("polyflow.raise")
-delinearize = importlib.import_module("polyflow.raise.delinearize")
+from polyflow.raising import delinearize
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,9 @@
-"""Inlining calls to scalar helpers before raising (polyflow/raise/inline_calls.py): the loop
+"""Inlining calls to scalar helpers before raising (polyflow/raising/inline_calls.py): the loop
 nest loses its calls, the helpers stay, helpers that touch memory or branch are left alone; and
 end to end, a kernel calling helpers is rescheduled and computes what gcc -O2's build does."""
 
 from __future__ import annotations
 
-import importlib
 import subprocess
 from pathlib import Path
 
@@ -12,9 +11,7 @@ import pytest
 from mlir import ir
 
 import polyflow
-
-# `raise` is a keyword: the module is loaded by name
-inline_scalar_calls = importlib.import_module("polyflow.raise.inline_calls").inline_scalar_calls
+from polyflow.raising.inline_calls import inline_scalar_calls
 
 MODULE = """
 func.func private @max_score(%a: i32, %b: i32) -> i32 {

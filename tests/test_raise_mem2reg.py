@@ -5,7 +5,6 @@ same C built by ``gcc -O2`` computes, and what the unpromoted module computes.""
 from __future__ import annotations
 
 import ctypes
-import importlib
 import re
 import subprocess
 import time
@@ -25,8 +24,7 @@ from polyflow.frontend.c import CABI_PREFIX, CModule, emit_c_module
 from polyflow.frontend.c_parse import parse_c
 from polyflow.frontend.c_types import Scalar
 from polyflow.options import Options
-
-mem2reg = importlib.import_module("polyflow.raise.mem2reg")  # `raise` is a keyword
+from polyflow.raising import mem2reg
 
 ROOT = Path(__file__).parent.parent
 KERNELS = ROOT / "bench_polybench" / "kernels"

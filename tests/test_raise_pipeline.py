@@ -5,7 +5,6 @@ raising produces, and the PolyBench survey."""
 from __future__ import annotations
 
 import ctypes
-import importlib
 import json
 import subprocess
 from dataclasses import dataclass
@@ -16,13 +15,11 @@ import pytest
 from mlir import ir
 
 import polyflow
-from polyflow import passes
+from polyflow import passes, raising
 from polyflow.backend.lower import lower_to_llvm_dialect
 from polyflow.cli import main
 from polyflow.pipeline import STAGE_NAMES
-
-raising = importlib.import_module("polyflow.raise")  # `raise` is a keyword
-report_mod = importlib.import_module("polyflow.raise.report")
+from polyflow.raising import report as report_mod
 
 SAXPY = """void kernel(int n, double a, double *x, double *y) {
   for (int i = 0; i < n; i++)
@@ -368,7 +365,7 @@ def test_a_pass_that_cannot_be_built_leaves_everything_unraised(
 def test_a_pass_whose_module_is_missing_leaves_the_code_unraised(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setitem(passes.PASSES, "test-absent", "polyflow.raise.no_such_module:Absent")
+    monkeypatch.setitem(passes.PASSES, "test-absent", "polyflow.raising.no_such_module:Absent")
     monkeypatch.setattr(raising, "RAISE_PIPELINE", "canonicalize,test-absent{x=1},cse")
     fn = polyflow.compile_c(SAXPY)
     assert len(fn.warnings) == 1 and "pass 'test-absent' is not available" in fn.warnings[0]

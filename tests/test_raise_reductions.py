@@ -6,8 +6,6 @@ the whole raising pipeline where its passes exist."""
 from __future__ import annotations
 
 import ctypes
-import importlib
-import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,9 +17,7 @@ from mlir.passmanager import PassManager
 from mlir.runtime import get_ranked_memref_descriptor
 
 from polyflow.backend.lower import lower_to_llvm_dialect
-
-# `raise` is a Python keyword: load the package by name.
-reductions = importlib.import_module("polyflow.raise.reductions")
+from polyflow.raising import reductions
 
 Args = Callable[[np.random.Generator], list[np.ndarray | int]]
 
@@ -532,10 +528,6 @@ void kernel(int n, double A[n][n]) {
 """
 
 
-def _has(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
-
-
 def _compile_pair(source: str) -> tuple[object, object]:
     from polyflow.backend.jit import compile_c
     from polyflow.options import Options
@@ -546,7 +538,6 @@ def _compile_pair(source: str) -> tuple[object, object]:
     return raised, plain
 
 
-@pytest.mark.skipif(not _has("polyflow.raise.mem2reg"), reason="raise-mem2reg not written yet")
 def test_c_scalar_sum_is_marked() -> None:
     raised, plain = _compile_pair(C_SUM)
     assert 'polyflow.reductions = ["add"]' in raised.mlir("affine")  # type: ignore[attr-defined]
@@ -555,9 +546,6 @@ def test_c_scalar_sum_is_marked() -> None:
     assert raised(0, a) == plain(0, a) == 0.0  # type: ignore[operator]
 
 
-@pytest.mark.skipif(
-    not _has("polyflow.raise.scf_to_affine"), reason="raise-scf-to-affine not written yet"
-)
 @pytest.mark.parametrize("source", [C_GEMM, C_LU], ids=["gemm", "lu"])
 def test_c_kernels_through_the_pipeline(source: str) -> None:
     raised, plain = _compile_pair(source)

@@ -1,4 +1,4 @@
-"""raise-scf-to-affine and its analysis (polyflow/raise/affine_expr.py).
+"""raise-scf-to-affine and its analysis (polyflow/raising/affine_expr.py).
 
 - the analysis: values → affine expressions or reasons, loop bounds → min/max, conditions →
   disjunctions of affine constraints, the non-negativity proofs behind C division;
@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import re
 import time
 from collections.abc import Callable
@@ -29,14 +27,10 @@ from polyflow.backend.lower import lower_to_llvm_dialect
 from polyflow.frontend.c import CModule, emit_c_module
 from polyflow.frontend.c_parse import parse_c
 from polyflow.options import Options
-
-# `raise` is a keyword: the package is loaded by name
-affine_expr = importlib.import_module("polyflow.raise.affine_expr")
-scf_to_affine = importlib.import_module("polyflow.raise.scf_to_affine")
+from polyflow.raising import affine_expr, scf_to_affine
 
 NOT_AFFINE = scf_to_affine.NOT_AFFINE
 CLEANUP = "canonicalize,cse,loop-invariant-code-motion"
-HAVE_MEM2REG = importlib.util.find_spec("polyflow.raise.mem2reg") is not None
 
 
 # --- the analysis ---------------------------------------------------------------------------
@@ -631,7 +625,7 @@ def _run(fn: CompiledFunction, args: list[Any]) -> tuple[Any, list[np.ndarray]]:
     return result, [a for a in copies if isinstance(a, np.ndarray)]
 
 
-@pytest.mark.parametrize("mem2reg", [False, True] if HAVE_MEM2REG else [False])
+@pytest.mark.parametrize("mem2reg", [False, True])
 @pytest.mark.parametrize("name", list(E2E))
 def test_end_to_end(name: str, mem2reg: bool) -> None:
     src, make_args, left = E2E[name]
@@ -681,7 +675,7 @@ def test_polybench_kernel_is_fully_affine(kernel: str) -> None:
     cmod = emit_c_module(parse_c(path.read_text(), str(path), options))
     function = kernel_function(kernel)
     assert function in cmod.functions, cmod.skipped.get(function)
-    pipeline = CLEANUP + (f",raise-mem2reg,{CLEANUP}" if HAVE_MEM2REG else "")
+    pipeline = CLEANUP + f",raise-mem2reg,{CLEANUP}"
     with cmod.context:
         passes.run_on_functions(cmod.module, pipeline)
         func = next(

@@ -12,7 +12,6 @@ output compared with the untransformed build's.
 from __future__ import annotations
 
 import ctypes
-import importlib
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -40,7 +39,7 @@ from polyflow.schedule.model import Scop, extract_scops, find_scops, initial_sch
 sys.path.insert(0, str(Path(__file__).parent))
 import difftest  # tests/ is not a package
 
-raising = importlib.import_module("polyflow.raise")
+from polyflow import raising
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = sorted((ROOT / "bench_polybench" / "kernels").glob("*.c"))

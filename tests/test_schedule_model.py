@@ -5,21 +5,19 @@ demoted to memory (scratchpads, or back to the array element raise-reductions to
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import islpy as isl
 import pytest
 from mlir import ir
 
+from polyflow import raising
 from polyflow.frontend.c import emit_c_module
 from polyflow.frontend.c_parse import parse_c
 from polyflow.options import Options
 from polyflow.schedule import dependences as deps_mod
 from polyflow.schedule import isl_helpers as ih
 from polyflow.schedule.model import Extraction, Scop, ScopRegion, find_scops
-
-raising = importlib.import_module("polyflow.raise")
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "bench_polybench" / "kernels"

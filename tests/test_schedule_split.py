@@ -8,7 +8,6 @@ The kernels are raised as the scheduler sees them: the raising pipeline without
 from __future__ import annotations
 
 import ctypes
-import importlib
 import re
 from pathlib import Path
 
@@ -19,18 +18,15 @@ from mlir.execution_engine import ExecutionEngine
 from mlir.runtime import get_ranked_memref_descriptor
 
 from bench_polybench import HARNESS_DIR, KERNELS, KERNELS_DIR, kernel_function
-from polyflow import passes
+from polyflow import passes, raising
 from polyflow.backend.jit import CompiledFunction
 from polyflow.backend.lower import lower_to_llvm_dialect
 from polyflow.frontend.c import CModule, emit_c_module
 from polyflow.frontend.c_parse import parse_c
 from polyflow.frontend.c_types import Array, Scalar
 from polyflow.options import Options
+from polyflow.raising import alias_guard
 from polyflow.schedule import split
-
-# `raise` is a Python keyword: load the package by name.
-raising = importlib.import_module("polyflow.raise")
-alias_guard = importlib.import_module("polyflow.raise.alias_guard")
 
 MEMORY_PIPELINE = [
     e for e in passes.pipeline_elements(raising.RAISE_PIPELINE) if e != "raise-reductions"

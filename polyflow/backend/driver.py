@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import importlib
 import re
 import subprocess
 import tempfile
@@ -12,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from mlir import ir
 
@@ -30,6 +29,8 @@ from polyflow.frontend.c import CFunction, CModule, emit_c_module
 from polyflow.frontend.c_parse import parse_c, preprocessor_flags
 from polyflow.options import EmitStage, Options
 from polyflow.pipeline import PipelineResult, run_pipeline
+from polyflow.raising import raising_enabled
+from polyflow.raising.report import RaiseReport
 from polyflow.tune.cache import CompileCache, default_cache, module_key
 
 
@@ -45,7 +46,7 @@ class BuildReport:
     fallbacks: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
-    raising: Any = None  # polyflow.raise.report.RaiseReport (`raise` cannot be named in a type)
+    raising: RaiseReport | None = None
     notes: list[str] = field(default_factory=list)
     schedules: dict[str, str] = field(default_factory=dict)
     parallel: bool = False
@@ -336,13 +337,11 @@ def _record(report: BuildReport, result: PipelineResult | GroupResult) -> None:
 
 def _reporter(report: BuildReport, options: Options) -> Callable[[str, ir.Module], None]:
     """An `after_stage` hook that reads the raising report off the IR after the 'affine' stage."""
-    raising = importlib.import_module("polyflow.raise")  # `raise` is a keyword: load by name
-    report_module = importlib.import_module("polyflow.raise.report")
 
     def after_stage(name: str, module: ir.Module) -> None:
         if name == "affine":
-            report.raising = report_module.RaiseReport.from_module(
-                module, enabled=raising.raising_enabled(options)
+            report.raising = RaiseReport.from_module(
+                module, enabled=raising_enabled(options)
             )
 
     return after_stage

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import importlib
 import json
 import os
 import subprocess
@@ -22,7 +21,6 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from mlir import ir
 
@@ -30,6 +28,7 @@ from polyflow import forked
 from polyflow.backend.llvm_ir import compile_llvm_ir_to_object
 from polyflow.options import Options
 from polyflow.pipeline import run_pipeline
+from polyflow.raising import referenced_symbols
 
 # A group of functions with fewer operations than this is not worth a process of its own (a
 # fork, a second `opt` and `llc`, and joining the objects cost ~40 ms): two 50-line loop nests are
@@ -65,11 +64,6 @@ def worker_count() -> int:
         return os.cpu_count() or 1
 
 
-def _raising() -> Any:
-    # `raise` is a Python keyword: the package is loaded by name
-    return importlib.import_module("polyflow.raise")
-
-
 def _name(op: ir.Operation) -> str:
     return ir.StringAttr(op.attributes["sym_name"]).value
 
@@ -87,7 +81,6 @@ def function_groups(
     anything but functions at its top level (a global defined in two objects would clash),
     for one worker, or when fewer than two groups would have `min_group_ops` operations of
     work each."""
-    referenced_symbols = _raising().referenced_symbols
     defined: dict[str, ir.Operation] = {}
     for op in module.body.operations:
         operation = op.operation
@@ -140,9 +133,10 @@ def function_groups(
     groups = [g for g in groups if g]
     loads = [load for load in loads if load]
     while len(groups) > 1 and min(loads) < min_group_ops:
-        k = loads.index(min(loads))
-        other = k - 1 if k == len(groups) - 1 or (k > 0 and loads[k - 1] < loads[k + 1]) else k + 1
-        low, high = min(k, other), max(k, other)
+        least = loads.index(min(loads))
+        last = len(groups) - 1
+        merge_left = least == last or (least > 0 and loads[least - 1] < loads[least + 1])
+        low, high = (least - 1, least) if merge_left else (least, least + 1)
         groups[low : high + 1] = [groups[low] + groups[high]]
         loads[low : high + 1] = [loads[low] + loads[high]]
     if len(groups) < 2:

@@ -29,7 +29,6 @@ to `polyflow.schedule_notes` (`schedule_notes`).
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import time
@@ -41,7 +40,9 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 from polyflow import forked, passes
+from polyflow import raising as _raising
 from polyflow.options import Options
+from polyflow.raising.report import source_position
 
 from .budget import BudgetExhausted, isl_budget, step_budget
 from .codegen import CodegenError, generate
@@ -59,9 +60,6 @@ from .scheduler import (
 )
 from .stream_fusion import fuse_shared_streams
 from .tiling import describe_schedule, tile_schedule
-
-# `raise` is a Python keyword: load the raising package by name (it lies up the flow).
-_raising = importlib.import_module("polyflow.raise")
 
 NOT_SCHEDULED_ATTR = "polyflow.not_scheduled"
 SCHEDULE_ATTR = "polyflow.schedule"
@@ -570,8 +568,7 @@ def schedule_trees(module: ir.Module) -> dict[str, str]:
 
 
 def _position_text(loc: ir.Location) -> str:
-    report = importlib.import_module("polyflow.raise.report")  # reads the same locations
-    position = report.source_position(loc)
+    position = source_position(loc)
     if position is None:
         return "<unknown>"
     return f"{position.file}:{position.line}:{position.column}"

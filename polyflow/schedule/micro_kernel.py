@@ -42,7 +42,6 @@ Options: `vector_bits` (the register width, 256 for AVX2), `rows` (MR) and `vect
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -50,10 +49,9 @@ from typing import Any, ClassVar
 from mlir import ir
 from mlir.dialects import arith, scf, vector
 
-from .parallelize import may_alias
+from polyflow.raising import domain as _domain
 
-# `raise` is a Python keyword: load the module by name (it lies up the flow).
-_domain = importlib.import_module("polyflow.raise.domain")
+from .parallelize import may_alias
 
 _ELEMENTWISE = frozenset(
     {

@@ -34,7 +34,6 @@ Nothing is changed but by step 2, and step 2 keeps the program's meaning. An exc
 
 from __future__ import annotations
 
-import importlib
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -44,11 +43,10 @@ import islpy as isl
 from mlir import ir
 from mlir.dialects import affine, arith, func, memref
 
-from . import isl_helpers as ih
+from polyflow.raising import alias_guard as _alias
+from polyflow.raising import report as _report
 
-# `raise` is a Python keyword: load the raising modules by name.
-_alias = importlib.import_module("polyflow.raise.alias_guard")
-_report = importlib.import_module("polyflow.raise.report")
+from . import isl_helpers as ih
 
 NOT_AFFINE_ATTR = "polyflow.not_affine"
 REDUCTIONS_ATTR = "polyflow.reductions"

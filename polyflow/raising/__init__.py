@@ -7,9 +7,6 @@ loops) and functions marked `polyflow.no_raise`.
 Each function is raised on its own copy: when a pass fails or raises an exception, that function
 keeps its frontend code, is marked `polyflow.not_affine = "<reason>"` and `raise_warnings` names
 it; the other functions are raised as usual. See CONTRACT.md for what the passes do.
-
-`raise` is a Python keyword, so code outside this package loads it with
-`importlib.import_module("polyflow.raise")`.
 """
 
 from __future__ import annotations
