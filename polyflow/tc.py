@@ -259,7 +259,8 @@ def _build(
     from mlir import ir
 
     from polyflow.backend.jit import jit_module
-    from polyflow.frontend.tc.lower import CABI_PREFIX, lower_definition
+    from polyflow.frontend.tc.lower import lower_definition
+    from polyflow.ir_names import CABI_PREFIX
 
     context = ir.Context()
     with context, ir.Location.unknown():

@@ -20,9 +20,10 @@ from mlir.passmanager import PassManager
 
 from polyflow.backend.jit import CompiledFunction, _ctype
 from polyflow.backend.lower import lower_to_llvm_dialect
-from polyflow.frontend.c import CABI_PREFIX, CModule, emit_c_module
+from polyflow.frontend.c import CModule, emit_c_module
 from polyflow.frontend.c_parse import parse_c
 from polyflow.frontend.c_types import Scalar
+from polyflow.ir_names import CABI_PREFIX
 from polyflow.options import Options
 from polyflow.raising import mem2reg
 

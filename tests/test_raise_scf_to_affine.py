@@ -26,10 +26,10 @@ from polyflow.backend.jit import CompiledFunction
 from polyflow.backend.lower import lower_to_llvm_dialect
 from polyflow.frontend.c import CModule, emit_c_module
 from polyflow.frontend.c_parse import parse_c
+from polyflow.ir_names import NOT_AFFINE_ATTR as NOT_AFFINE
 from polyflow.options import Options
 from polyflow.raising import affine_expr, scf_to_affine
 
-NOT_AFFINE = scf_to_affine.NOT_AFFINE
 CLEANUP = "canonicalize,cse,loop-invariant-code-motion"
 
 

@@ -6,8 +6,9 @@ import functools
 import re
 from dataclasses import dataclass
 
-from polyflow.frontend.c import CABI_PREFIX, TRAMPOLINE_PREFIX, CFunction, CGlobal
+from polyflow.frontend.c import CFunction, CGlobal
 from polyflow.frontend.c_types import Array, Scalar, Void
+from polyflow.ir_names import CABI_PREFIX, TRAMPOLINE_PREFIX
 
 
 @dataclass(frozen=True)

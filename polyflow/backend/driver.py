@@ -27,6 +27,7 @@ from polyflow.backend.toolchain import openmp_library_dir
 from polyflow.errors import CompileError
 from polyflow.frontend.c import CFunction, CModule, emit_c_module
 from polyflow.frontend.c_parse import parse_c, preprocessor_flags
+from polyflow.ir_names import CABI_PREFIX
 from polyflow.options import EmitStage, Options
 from polyflow.pipeline import PipelineResult, run_pipeline
 from polyflow.raising import raising_enabled
@@ -311,7 +312,7 @@ def openmp_functions(llvm_ir: str) -> list[str]:
             match = _DEFINE.match(line)
             current = match.group(1) if match else None
         elif current is not None and "@__kmpc_fork_call(" in line:
-            found.add(current.removeprefix("__polyflow_").split(".")[0])
+            found.add(current.removeprefix(CABI_PREFIX).split(".")[0])
     return sorted(found)
 
 

@@ -17,7 +17,6 @@ from polyflow.backend.lower import has_parallel_loops
 from polyflow.backend.toolchain import openmp_library_dir
 from polyflow.errors import CompileError
 from polyflow.frontend.c import (
-    CABI_PREFIX,
     CFunction,
     CGlobal,
     CModule,
@@ -27,6 +26,7 @@ from polyflow.frontend.c import (
 )
 from polyflow.frontend.c_parse import parse_c
 from polyflow.frontend.c_types import Array, Scalar, Unsupported, Void
+from polyflow.ir_names import CABI_PREFIX
 from polyflow.options import Options
 from polyflow.pipeline import PipelineResult, run_pipeline
 from polyflow.tune.cache import CompileCache, default_cache, module_key

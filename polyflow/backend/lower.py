@@ -5,6 +5,8 @@ from __future__ import annotations
 from mlir import ir
 from mlir.passmanager import PassManager
 
+from polyflow.ir_names import NOALIAS_ATTR
+
 # convert-math-to-llvm takes what LLVM has intrinsics for; math-to-libm the rest (tanh, erf...).
 # convert-vector-to-llvm: the micro-kernels' vector loads, stores, broadcasts and FMAs.
 _TO_LLVM = [
@@ -157,9 +159,6 @@ def _loop_allocas(fn: ir.Operation, entry: ir.Block) -> list[ir.Operation]:
 
     fn.walk(visit, ir.WalkOrder.PRE_ORDER)
     return found
-
-
-NOALIAS_ATTR = "llvm.noalias"  # as polyflow.raise.alias_guard sets it
 
 
 def _noalias_pointer_positions(module: ir.Module) -> dict[str, list[int]]:

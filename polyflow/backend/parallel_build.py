@@ -26,6 +26,7 @@ from mlir import ir
 
 from polyflow import forked
 from polyflow.backend.llvm_ir import compile_llvm_ir_to_object
+from polyflow.ir_names import symbol_name
 from polyflow.options import Options
 from polyflow.pipeline import run_pipeline
 from polyflow.raising import referenced_symbols
@@ -64,10 +65,6 @@ def worker_count() -> int:
         return os.cpu_count() or 1
 
 
-def _name(op: ir.Operation) -> str:
-    return ir.StringAttr(op.attributes["sym_name"]).value
-
-
 def function_groups(
     module: ir.Module,
     workers: int,
@@ -87,7 +84,7 @@ def function_groups(
         if operation.name != "func.func":
             return None
         if len(operation.regions[0].blocks) > 0:
-            defined[_name(operation)] = operation
+            defined[symbol_name(operation)] = operation
     if len(defined) < 2 or workers < 2:
         return None
     parent = {name: name for name in defined}
@@ -168,7 +165,7 @@ def _group_module(module: ir.Module, names: set[str]) -> ir.Module:
     with ir.InsertionPoint(group.body):
         for op in module.body.operations:
             operation = op.operation
-            if _name(operation) in names or len(operation.regions[0].blocks) == 0:
+            if symbol_name(operation) in names or len(operation.regions[0].blocks) == 0:
                 operation.clone()
     return group
 

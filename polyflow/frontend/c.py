@@ -38,15 +38,12 @@ from polyflow.frontend.c_types import (
     scalar_from_names,
     usual_arithmetic_conversion,
 )
+from polyflow.ir_names import CABI_PREFIX, TRAMPOLINE_PREFIX, UNKNOWN_EXTENT_ATTR
 
-CABI_PREFIX = "__polyflow_"
-TRAMPOLINE_PREFIX = "__polyflow_cc_"  # C-compiled functions, as compiled code calls them
 DYN = -(2**63)  # MLIR's ShapedType::kDynamic
 # Extent reported for a dimension C leaves unknown (`T *p`, `T a[]`): nothing reads it, but it
 # must be a valid non-negative size.
 UNKNOWN_EXTENT = 2**31 - 1
-# Argument attribute of a memref parameter made from a C pointer (its extent is unknown).
-UNKNOWN_EXTENT_ATTR = "polyflow.unknown_extent"
 
 
 @dataclass

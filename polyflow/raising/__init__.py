@@ -18,7 +18,7 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 from polyflow import passes
-from polyflow.frontend.c import CABI_PREFIX
+from polyflow.ir_names import CABI_PREFIX, NOT_AFFINE_ATTR, symbol_name
 from polyflow.options import Options
 
 from .alias_guard import DISPATCHER_ATTR, NO_RAISE_ATTR, guard_argument_aliasing
@@ -43,10 +43,6 @@ RAISE_PIPELINE = ",".join(
         "cse",
     ]
 )
-
-# On a func.func whose raising failed: why (on loops, ifs and accesses the passes set the same
-# attribute, see CONTRACT.md).
-NOT_AFFINE_ATTR = "polyflow.not_affine"
 
 
 @dataclass(frozen=True)
@@ -73,13 +69,9 @@ def raisable_functions(module: ir.Module) -> Iterator[ir.Operation]:
         operation = op.operation
         if operation.name != "func.func" or len(operation.regions[0].blocks) == 0:
             continue
-        if _symbol_name(operation).startswith(CABI_PREFIX) or NO_RAISE_ATTR in operation.attributes:
+        if symbol_name(operation).startswith(CABI_PREFIX) or NO_RAISE_ATTR in operation.attributes:
             continue
         yield operation
-
-
-def _symbol_name(op: ir.Operation) -> str:
-    return ir.StringAttr(op.attributes["sym_name"]).value
 
 
 def scratch_module(module: ir.Module, target: ir.Operation) -> tuple[ir.Module, ir.Operation]:
@@ -183,7 +175,7 @@ def source_names(module: ir.Module) -> dict[str, str]:
         operation = op.operation
         if operation.name == "func.func" and DISPATCHER_ATTR in operation.attributes:
             copy = ir.StringAttr(operation.attributes[DISPATCHER_ATTR]).value
-            out[copy] = _symbol_name(operation)
+            out[copy] = symbol_name(operation)
     return out
 
 
@@ -204,7 +196,7 @@ def raise_to_affine(
         targets = [
             fn
             for fn in raisable_functions(module)
-            if functions is None or names.get(_symbol_name(fn), _symbol_name(fn)) in functions
+            if functions is None or names.get(symbol_name(fn), symbol_name(fn)) in functions
         ]
         if not targets:
             return module
@@ -237,7 +229,7 @@ def raise_warnings(module: ir.Module) -> list[str]:
                 continue
             reason = ir.StringAttr(operation.attributes[NOT_AFFINE_ATTR]).value
             where = _position_text(operation.location)
-            name = _symbol_name(operation)
+            name = symbol_name(operation)
             out.append(
                 f"{where}: warning: function '{names.get(name, name)}' is not raised to "
                 f"affine and stays unoptimized: {reason}"

@@ -19,15 +19,15 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from polyflow.frontend.c import CABI_PREFIX, UNKNOWN_EXTENT_ATTR
-
-NO_RAISE_ATTR = "polyflow.no_raise"
-# On the dispatcher: the name of the copy that the passes optimize.
-DISPATCHER_ATTR = "polyflow.alias_dispatcher"
-AFFINE_SUFFIX = ".affine"
-# On the optimizable copy's array arguments (carried to LLVM by polyflow.backend.lower).
-NOALIAS_ATTR = "llvm.noalias"
-SCF_SUFFIX = ".scf"
+from polyflow.ir_names import (
+    AFFINE_SUFFIX,
+    CABI_PREFIX,
+    DISPATCHER_ATTR,
+    NO_RAISE_ATTR,
+    NOALIAS_ATTR,
+    SCF_SUFFIX,
+    UNKNOWN_EXTENT_ATTR,
+)
 
 # Ops through which an argument is only read or measured; any other use may write it.
 _READ_ONLY_USERS = frozenset({"memref.load", "affine.load", "memref.dim", "affine.vector_load"})

@@ -45,6 +45,8 @@ from typing import Any, ClassVar, TypeAlias
 from mlir import ir
 from mlir.dialects import affine, arith, memref
 
+from polyflow.ir_names import NOT_AFFINE_ATTR
+
 from .affine_expr import (
     AffineAnalysis,
     Atom,
@@ -55,8 +57,6 @@ from .affine_expr import (
     existing_index_cast,
 )
 from .domain import Inexpressible, Space
-
-NOT_AFFINE = "polyflow.not_affine"
 
 # Most splits (q, r) one access may try, each one isl question.
 MAX_SPLITS = 8
@@ -456,7 +456,7 @@ class _Rewriter:
                 op.operands[0], view, values, map_attr, loc=op.location, ip=ip
             )
         for name in op.attributes:
-            if "." in name and name != NOT_AFFINE:  # discardable attributes travel along
+            if "." in name and name != NOT_AFFINE_ATTR:  # discardable attributes travel along
                 new.operation.attributes[name] = op.attributes[name]
         op.erase()
         self._note_dead(old_indices)
@@ -603,7 +603,7 @@ def delinearize_accesses(func_op: ir.Operation | ir.OpView | ir.Module) -> int:
                 if isinstance(outcome, _Plan):
                     plans.append(outcome)
                 elif isinstance(outcome, str):
-                    op.attributes[NOT_AFFINE] = ir.StringAttr.get(outcome)
+                    op.attributes[NOT_AFFINE_ATTR] = ir.StringAttr.get(outcome)
             rewriter = _Rewriter(func)
             for plan in plans:
                 rewriter.rewrite(plan)

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 from mlir import ir
 
+from polyflow.ir_names import symbol_name
+
 # Dialects whose ops are pure functions of their operands (no memory, no control flow).
 _PURE_DIALECTS = ("arith.", "math.")
-
-
-def _symbol_name(op: ir.Operation) -> str:
-    return ir.StringAttr(op.attributes["sym_name"]).value
 
 
 def _scalar_body(fn: ir.Operation) -> list[ir.Operation] | None:
@@ -78,7 +76,7 @@ def inline_scalar_calls(module: ir.Module, callers: list[ir.Operation]) -> int:
         if fn.name == "func.func" and len(fn.regions[0].blocks) == 1:
             body = _scalar_body(fn)
             if body is not None:
-                helpers[_symbol_name(fn)] = (fn, body)
+                helpers[symbol_name(fn)] = (fn, body)
     inlined = 0
     for caller in callers:
         for call in _calls(caller):

@@ -27,6 +27,8 @@ from typing import Any, ClassVar
 from mlir import ir
 from mlir.dialects import affine
 
+from polyflow.ir_names import REDUCTIONS_ATTR
+
 from .alias_guard import has_unknown_extent
 from .domain import Inexpressible, Space, affine_apply_of, index_constant
 
@@ -652,7 +654,7 @@ def _mark_all(root: ir.Operation) -> int:
         kinds[loop.results[0]] = [_classify(loop, i, kinds) for i in range(len(loop.results))]
     for loop in loops:
         names = [_REPORTED.get(k, "none") if k else "none" for k in kinds[loop.results[0]]]
-        loop.attributes["polyflow.reductions"] = ir.ArrayAttr.get(
+        loop.attributes[REDUCTIONS_ATTR] = ir.ArrayAttr.get(
             [ir.StringAttr.get(n) for n in names]
         )
     return sum(len(k) for k in kinds.values())

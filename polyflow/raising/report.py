@@ -20,6 +20,7 @@ from typing import Any
 from mlir import ir
 
 from polyflow.errors import CompileError, SourcePosition
+from polyflow.ir_names import REDUCTIONS_ATTR
 from polyflow.options import Options
 
 from . import (
@@ -29,8 +30,6 @@ from . import (
     raising_enabled,
     source_names,
 )
-
-REDUCTIONS_ATTR = "polyflow.reductions"
 
 _LOOPS = {
     "affine.for": "for",

@@ -29,6 +29,8 @@ from typing import Any, ClassVar
 from mlir import ir
 from mlir.dialects import affine, arith
 
+from polyflow.ir_names import NOT_AFFINE_ATTR
+
 from .affine_expr import (
     AffineAnalysis,
     Constraint,
@@ -39,8 +41,6 @@ from .affine_expr import (
     existing_index_cast,
     integer_set,
 )
-
-NOT_AFFINE = "polyflow.not_affine"
 
 # Branches with more ops than this are not speculated into selects.
 MAX_SPECULATED_OPS = 32
@@ -107,7 +107,7 @@ def _reason(what: str, exc: NotAffine) -> str:
 
 
 def _mark(op: ir.Operation, reason: str) -> None:
-    op.attributes[NOT_AFFINE] = ir.StringAttr.get(reason)
+    op.attributes[NOT_AFFINE_ATTR] = ir.StringAttr.get(reason)
 
 
 def _const_int(value: ir.Value) -> int | None:

@@ -41,6 +41,13 @@ from mlir.passmanager import PassManager
 
 from polyflow import forked, passes
 from polyflow import raising as _raising
+from polyflow.ir_names import (
+    NOT_AFFINE_ATTR,
+    NOT_SCHEDULED_ATTR,
+    SCHEDULE_ATTR,
+    SCHEDULE_NOTES_ATTR,
+    symbol_name,
+)
 from polyflow.options import Options
 from polyflow.raising.report import source_position
 
@@ -60,11 +67,6 @@ from .scheduler import (
 )
 from .stream_fusion import fuse_shared_streams
 from .tiling import describe_schedule, tile_schedule
-
-NOT_SCHEDULED_ATTR = "polyflow.not_scheduled"
-SCHEDULE_ATTR = "polyflow.schedule"
-NOTES_ATTR = "polyflow.schedule_notes"
-NOT_AFFINE_ATTR = "polyflow.not_affine"
 
 # After code generation: scratchpads back to SSA values, reductions marked again (the
 # parallelizer reads the marks), scratchpad state nothing reads dropped (a loop carrying it
@@ -119,10 +121,6 @@ def scheduling_enabled(options: Options) -> bool:
         and (options.schedule or options.parallel)
         and _raising.raising_enabled(options)
     )
-
-
-def _symbol_name(op: ir.Operation) -> str:
-    return ir.StringAttr(op.attributes["sym_name"]).value
 
 
 def schedulable_functions(module: ir.Module) -> Iterator[ir.Operation]:
@@ -357,7 +355,7 @@ def _swap_in(fn: ir.Operation, copy: ir.Operation) -> ir.Operation | None:
 
 def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> None:
     """Both steps of the module docstring on `fn`, each on a copy, swapped in on success."""
-    for attr in (NOT_SCHEDULED_ATTR, SCHEDULE_ATTR, NOTES_ATTR):  # from an earlier run
+    for attr in (NOT_SCHEDULED_ATTR, SCHEDULE_ATTR, SCHEDULE_NOTES_ATTR):  # from an earlier run
         if attr in fn.attributes:
             del fn.attributes[attr]
     notes: list[str] = []
@@ -421,7 +419,7 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
     if trees:
         fn.attributes[SCHEDULE_ATTR] = ir.StringAttr.get("\n".join(trees))
     if notes:
-        fn.attributes[NOTES_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in notes])
+        fn.attributes[SCHEDULE_NOTES_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in notes])
 
 
 def _process_within(
@@ -434,7 +432,7 @@ def _process_within(
     The last resort where isl's operation counts bound the time too loosely (its scheduler
     counts only part of its work): isl cannot be interrupted from Python (islpy keeps the GIL), so
     the work runs where it can be killed."""
-    name = _symbol_name(fn)
+    name = symbol_name(fn)
 
     def work() -> bytes:
         timer.seconds.clear()  # the child reports its own steps only
@@ -465,7 +463,7 @@ def _process_within(
         timer.seconds[step] = timer.seconds.get(step, 0.0) + spent
     done = ir.Module.parse(result["module"], context=module.context)
     for op in done.body.operations:
-        if op.operation.name == "func.func" and _symbol_name(op.operation) == name:
+        if op.operation.name == "func.func" and symbol_name(op.operation) == name:
             op.operation.clone(ip=ir.InsertionPoint(fn))
             fn.erase()
             return
@@ -514,7 +512,7 @@ def _functions_with(
     for op in module.body.operations:
         operation = op.operation
         if operation.name == "func.func" and attr in operation.attributes:
-            name = _symbol_name(operation)
+            name = symbol_name(operation)
             yield names.get(name, name), operation
 
 
@@ -537,8 +535,8 @@ def schedule_notes(module: ir.Module) -> list[str]:
     out: list[str] = []
     with module.context:
         names = _raising.source_names(module)  # once: a file may have thousands of functions
-        for name, fn in _functions_with(module, NOTES_ATTR, names):
-            for note in ir.ArrayAttr(fn.attributes[NOTES_ATTR]):
+        for name, fn in _functions_with(module, SCHEDULE_NOTES_ATTR, names):
+            for note in ir.ArrayAttr(fn.attributes[SCHEDULE_NOTES_ATTR]):
                 out.append(f"{name}: {ir.StringAttr(note).value}")
         for op in module.body.operations:
             fn = op.operation
@@ -550,7 +548,7 @@ def schedule_notes(module: ir.Module) -> list[str]:
 def _float_reduction_notes(names: dict[str, str], fn: ir.Operation) -> list[str]:
     from .parallelize import float_reductions  # only read once parallel code exists
 
-    name = _symbol_name(fn)
+    name = symbol_name(fn)
     return [
         f"{names.get(name, name)}: the loop at {_position_text(loc)} reorders a floating-point "
         f"{kind} reduction (parallel_reductions; results may differ in the last bits)"

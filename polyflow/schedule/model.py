@@ -43,13 +43,11 @@ import islpy as isl
 from mlir import ir
 from mlir.dialects import affine, arith, func, memref
 
+from polyflow.ir_names import NOT_AFFINE_ATTR, REDUCTIONS_ATTR, symbol_name
 from polyflow.raising import alias_guard as _alias
 from polyflow.raising import report as _report
 
 from . import isl_helpers as ih
-
-NOT_AFFINE_ATTR = "polyflow.not_affine"
-REDUCTIONS_ATTR = "polyflow.reductions"
 
 # Ops that touch no memory and have no regions: they may be cloned into every statement.
 _PURE_PREFIXES = ("arith.", "math.", "index.")
@@ -264,10 +262,6 @@ def _index_constant(value: ir.Value) -> int | None:
     if op is None or op.name != "arith.constant" or not isinstance(value.type, ir.IndexType):
         return None
     return int(ir.IntegerAttr(op.attributes["value"]).value)
-
-
-def _symbol_name(op: ir.Operation) -> str:
-    return str(ir.StringAttr(op.attributes["sym_name"]).value)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1235,7 +1229,7 @@ def _build(run: _Run, func_op: ir.Operation) -> tuple[Scop, ScopRegion]:
         row = text.row + [0] * (width - len(text.row))
         rows.append(ih.schedule_relation(params, text.name, text.depth, row))
     scop = Scop(
-        function=_symbol_name(func_op),
+        function=symbol_name(func_op),
         params=params,
         statements=tuple(statements),
         arrays={name: _shape(mem) for mem, name in arrays.items()},

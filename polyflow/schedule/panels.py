@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import islpy as isl
 
+from polyflow.ir_names import PARALLEL_TILES_MARK
+
 from .budget import BudgetExhausted, isl_budget, step_budget
 from .isl_helpers import band_time, carries_dependence, sets_of
 
-# The mark above a band of tiles that run in parallel (codegen tags the loop below it).
-PARALLEL_TILES_MARK = "polyflow.parallel_tiles"
 # Splits in all, the first included (lu and cholesky need two: step, then diagonal vs panels).
 MAX_SPLIT_LEVELS = 2
 # isl operations the whole split may take by default (budget.py; tiling passes the options' own;

@@ -51,13 +51,13 @@ from mlir import ir
 from mlir.dialects import affine
 from mlir.passmanager import PassManager
 
-REDUCTIONS_ATTR = "polyflow.reductions"
-# On loops that isl showed to carry no dependence of their scop (codegen.py): upstream's
-# analysis cannot see that through tile bounds (strides over max/min bounds: tile loops, a
-# wavefront's parallel loop); the mark stands in for that analysis when the loop calls nothing.
-INDEPENDENT_ATTR = "polyflow.independent"
-# On a wavefront's parallel tile loop (tiling.py made it to run in parallel).
-WAVEFRONT_ATTR = "polyflow.wavefront"
+from polyflow.ir_names import (
+    INDEPENDENT_ATTR,
+    REASSOCIATED_ATTR,
+    REDUCTIONS_ATTR,
+    UNKNOWN_EXTENT_ATTR,
+    WAVEFRONT_ATTR,
+)
 
 # arith op → (reduction family, whether the chained value must be its left operand)
 _CHAIN_OPS = {
@@ -313,12 +313,10 @@ def _root(memref: ir.Value) -> ir.Value:
 
 
 def _has_unknown_extent(arg: ir.BlockArgument, fn: ir.Operation) -> bool:
-    # the C frontend's attribute (polyflow.frontend.c.UNKNOWN_EXTENT_ATTR); read here by name
-    # so that schedule/ does not import the frontend
     if "arg_attrs" not in fn.attributes:
         return False
     attrs = ir.ArrayAttr(fn.attributes["arg_attrs"])
-    return "polyflow.unknown_extent" in ir.DictAttr(attrs[arg.arg_number])
+    return UNKNOWN_EXTENT_ATTR in ir.DictAttr(attrs[arg.arg_number])
 
 
 def _origin(memref: ir.Value, fn: ir.Operation) -> tuple[str, Any]:
@@ -692,10 +690,6 @@ def parallelize(fn: ir.Operation, *, parallel_reductions: bool = True, min_trip:
         if parallel_reductions:
             allow_reassociation(fn)
     return len(chosen)
-
-
-# On a sequential `affine.for`: the floating-point reductions whose updates carry `reassoc`.
-REASSOCIATED_ATTR = "polyflow.reassociated"
 
 
 def allow_reassociation(fn: ir.Operation) -> int:

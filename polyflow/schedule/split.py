@@ -56,6 +56,8 @@ import islpy as isl
 from mlir import ir
 from mlir.dialects import affine, memref
 
+from polyflow.ir_names import NOT_AFFINE_ATTR
+
 DEFAULT_MAX_SCRATCHPAD_BYTES = 64 * 1024 * 1024
 # Scratchpads of static shape up to this size live on the stack (an 8 MiB main stack, and OpenMP
 # worker stacks of a few MiB, must keep room for everything else).
@@ -65,7 +67,6 @@ MIN_LOOPS = 3
 # Ops a right-hand side (and the reduction around it) may be made of: pure, or affine reads.
 _PURE_PREFIXES = ("arith.", "math.")
 _AFFINE_OPS = frozenset({"affine.load", "affine.apply"})
-NOT_AFFINE_ATTR = "polyflow.not_affine"
 
 # A linear form over the isl parameters: ({parameter name: coefficient}, constant).
 Linear = tuple[dict[str, int], int]

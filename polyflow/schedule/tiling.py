@@ -59,6 +59,8 @@ from typing import TYPE_CHECKING
 
 import islpy as isl
 
+from polyflow.ir_names import WAVEFRONT_MARK
+
 from .budget import step_budget
 from .index_split import split_index_sets
 from .isl_helpers import carries_dependence, maps_of, sets_of
@@ -228,8 +230,6 @@ def _tile_subtree(
     return node
 
 
-# The mark above a wavefront's parallel tile loop (codegen tags that loop for parallelization).
-WAVEFRONT_MARK = "polyflow.wavefront"
 # A wavefront walks blocks of this many tiles per dimension (see `_wavefront`). Measured at
 # LARGE on 2 threads: single tiles (1) cost fdtd-2d 2x on one thread; 2 keeps the sequential
 # speed of fdtd-2d, jacobi-2d and seidel-2d and gains 1.2-1.7x on two threads; 4 gains less.

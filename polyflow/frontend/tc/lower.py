@@ -23,14 +23,11 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import affine, arith, func, llvm, math, memref
 
-from polyflow.frontend.c import CABI_PREFIX
+from polyflow.ir_names import CABI_PREFIX, GATHER_ATTR, NOALIAS_ATTR
 
 from . import syntax as ast
 from .checks import FLOATS, CheckedCall, CheckedComprehension, join
 from .ranges import InferredDefinition, Specialized, specialize
-
-GATHER_ATTR = "polyflow.gather"
-NOALIAS_ATTR = "llvm.noalias"
 
 _BINARY_FLOAT = {"+": arith.addf, "-": arith.subf, "*": arith.mulf, "/": arith.divf}
 _BINARY_SIGNED = {

@@ -1,0 +1,63 @@
+"""The names polyflow gives things in the IR, in one place so that every stage spells them alike:
+symbol prefixes and suffixes, the discardable attributes one stage leaves for another (on
+functions, loops and arguments), and the marks of isl schedule trees.
+
+Attributes are read by later stages and by the reports; `polyflow/raising/CONTRACT.md` and
+`polyflow/schedule/CONTRACT.md` say what each one promises.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+
+# ----- symbols
+# The C-ABI entry of a compiled function `f` is `__polyflow_f` (a packed-argument wrapper).
+CABI_PREFIX = "__polyflow_"
+# A function left to the C compiler, as compiled code calls it (a trampoline cc defines).
+TRAMPOLINE_PREFIX = "__polyflow_cc_"
+# The alias guard's two copies of a function: the optimizable one and the one kept as written.
+AFFINE_SUFFIX = ".affine"
+SCF_SUFFIX = ".scf"
+
+# ----- on functions
+# Why raising failed (also on the loops, ifs and accesses a pass could not raise).
+NOT_AFFINE_ATTR = "polyflow.not_affine"
+# Raising leaves this function alone (the alias guard's dispatcher and its unraised copy).
+NO_RAISE_ATTR = "polyflow.no_raise"
+# On the alias guard's dispatcher: the name of the copy the passes optimize.
+DISPATCHER_ATTR = "polyflow.alias_dispatcher"
+# Why the polyhedral stage kept a function's code.
+NOT_SCHEDULED_ATTR = "polyflow.not_scheduled"
+# The isl schedule tree the polyhedral stage generated a function's code from.
+SCHEDULE_ATTR = "polyflow.schedule"
+# What the polyhedral stage skipped, and which loops reorder floating-point reductions.
+SCHEDULE_NOTES_ATTR = "polyflow.schedule_notes"
+
+# ----- on loops
+# One reduction kind per iter_arg (add mul min max and or xor none), from raise-reductions.
+REDUCTIONS_ATTR = "polyflow.reductions"
+# isl showed the loop carries no dependence of its scop: upstream's analysis cannot see that
+# through tile bounds (strides over max/min bounds), so the mark stands in for it.
+INDEPENDENT_ATTR = "polyflow.independent"
+# A wavefront's parallel tile loop; the same name marks it in the isl schedule tree.
+WAVEFRONT_ATTR = "polyflow.wavefront"
+# On a sequential loop: the floating-point reductions whose updates carry `reassoc`.
+REASSOCIATED_ATTR = "polyflow.reassociated"
+
+# ----- on arguments
+# A memref parameter made from a C pointer: its extent is unknown.
+UNKNOWN_EXTENT_ATTR = "polyflow.unknown_extent"
+# An array argument that aliases no other (the alias guard's copy, TC's inputs and outputs).
+NOALIAS_ATTR = "llvm.noalias"
+# A TC input read through a gather (its subscripts are data).
+GATHER_ATTR = "polyflow.gather"
+
+# ----- marks in isl schedule trees
+WAVEFRONT_MARK = WAVEFRONT_ATTR
+# A band of tiles that run in parallel (codegen tags the loop below it).
+PARALLEL_TILES_MARK = "polyflow.parallel_tiles"
+
+
+def symbol_name(op: ir.Operation | ir.OpView) -> str:
+    """The `sym_name` of a function or global."""
+    return ir.StringAttr(op.attributes["sym_name"]).value
