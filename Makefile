@@ -26,6 +26,7 @@ run: setup
 lint: setup
 	$(VENV)/bin/ruff check $(LINT_DIRS)
 	$(VENV)/bin/mypy polyflow server
+	$(VENV)/bin/lint-imports --no-cache  # the layers of ARCHITECTURE.md (pyproject.toml)
 
 # pytest's exit code 5 (no tests collected) is an error here, as every non-zero code is.
 test: lint

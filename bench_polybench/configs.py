@@ -278,7 +278,7 @@ def _first_error(message: str) -> str:
 
 @functools.cache
 def _polyflow_missing() -> str | None:
-    cmd = [sys.executable, "-c", "import polyflow.backend.driver"]
+    cmd = [sys.executable, "-c", "import polyflow.drivers.build"]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -18,7 +18,7 @@ import sys
 
 def version() -> str:
     import polyflow
-    from polyflow.backend.toolchain import llvm_bin
+    from polyflow.toolchain import llvm_bin
 
     out = subprocess.run(
         [str(llvm_bin("llc")), "--version"], capture_output=True, text=True, check=False

@@ -2,23 +2,22 @@
 
 from polyflow.errors import CompileError
 from polyflow.options import Options
-
-__version__ = "0.1.0"
+from polyflow.version import __version__
 
 __all__ = ["CompileError", "Options", "__version__", "build_program", "compile_c", "raise_report"]
 
 
 def __getattr__(name: str):  # lazy: importing polyflow must not load MLIR
     if name == "compile_c":
-        from polyflow.backend.jit import compile_c
+        from polyflow.drivers.jit import compile_c
 
         return compile_c
     if name == "build_program":
-        from polyflow.backend.driver import build_program
+        from polyflow.drivers.build import build_program
 
         return build_program
     if name == "raise_report":
-        from polyflow.raising.report import raise_report
+        from polyflow.drivers.reports import raise_report
 
         return raise_report
     raise AttributeError(name)

@@ -4,8 +4,9 @@ Comprehensions (`polyflow tc`: inferred ranges and shapes, the IR for given size
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
+from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -312,9 +313,7 @@ def _normalize_argv(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "serve":
-        # the service lives above polyflow (server/ imports polyflow, not the other way round)
-        serve: Any = importlib.import_module("server.__main__")
-        return int(serve.main(argv[1:]))
+        return _serve(argv[1:])
     args = parse_args(argv)
     try:
         if args.command == "tc":
@@ -323,6 +322,17 @@ def main(argv: list[str] | None = None) -> int:
     except CompileError as exc:
         print(exc.format(), file=sys.stderr)
         return 1
+
+
+def _serve(argv: list[str]) -> int:
+    """`polyflow serve`: the service lives above polyflow (server/ imports polyflow, never the
+    other way round), so it is found through the `polyflow.commands` entry point it declares."""
+    commands = {e.name: e for e in metadata.entry_points(group="polyflow.commands")}
+    if "serve" not in commands:
+        print("polyflow: the compile service is not installed (pip install -e .)", file=sys.stderr)
+        return 1
+    serve: Callable[[list[str]], int] = commands["serve"].load()
+    return int(serve(argv))
 
 
 def _tc(args: argparse.Namespace) -> int:
@@ -370,7 +380,7 @@ def _tc(args: argparse.Namespace) -> int:
 def _build(args: argparse.Namespace, options: object) -> int:
     import tempfile
 
-    from polyflow.backend.driver import build_program
+    from polyflow.drivers.build import build_program
 
     source = Path(args.source)
     default = {

@@ -112,7 +112,7 @@ class Options(BaseModel):
         ge=0,
         description="the base isl operation budget (roughly one per microsecond here); each isl "
         "step of the polyhedral stage gets a multiple of it (dependences 2x, scheduling 5x, "
-        "tiling 2x, AST 2x, ...; polyflow/schedule/budget.py), and a region whose step runs "
+        "tiling 2x, AST 2x, ...; polyflow/poly/budget.py), and a region whose step runs "
         "out falls back to a cheaper analysis or keeps its code; 0: unbounded",
     )
     compile_timeout: float | None = Field(
@@ -127,6 +127,12 @@ class Options(BaseModel):
         ge=1,
         description="do not parallelize loops known to run fewer iterations than this",
     )
+
+    @property
+    def raising_enabled(self) -> bool:
+        """Whether the `affine` stage raises (`raise_affine` and `opt_level >= 1`) or passes
+        through."""
+        return self.raise_affine and self.opt_level >= 1
 
     def cache_key(self) -> str:
         """A stable digest of every option, for content-addressed caches."""

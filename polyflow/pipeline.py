@@ -10,10 +10,10 @@ from mlir import ir
 
 from polyflow import raising as _raising
 from polyflow import schedule as _scheduling
-from polyflow.backend.llvm_ir import optimize_llvm_ir, translate_to_llvm_ir
-from polyflow.backend.lower import lower_to_llvm_dialect
-from polyflow.backend.toolchain import openmp_library_dir
+from polyflow.lowering.llvm_dialect import lower_to_llvm_dialect
+from polyflow.lowering.llvm_ir import optimize_llvm_ir, translate_to_llvm_ir
 from polyflow.options import Options
+from polyflow.toolchain import openmp_library_dir
 
 ModuleStage = tuple[str, Callable[[ir.Module, Options], ir.Module]]
 

@@ -11,7 +11,7 @@ any mistake). A call checks the arguments against the signature (dtypes, ranks, 
 agree), specializes the definition to their sizes, compiles it through the same pipeline as C
 (options: the same `Options` model; default -O3 for this machine), and caches the compiled kernel
 per argument shapes and dtypes; across processes, the shared compile cache holds the lowered IR
-(polyflow/tune/cache.py; `.cached` says whether the last call's kernel came from it). Outputs are allocated zero-filled with the inferred shapes, so
+(polyflow/storage/cache.py; `.cached` says whether the last call's kernel came from it). Outputs are allocated zero-filled with the inferred shapes, so
 elements no statement writes are 0.
 """
 
@@ -258,9 +258,9 @@ def _build(
 ) -> _Compiled:
     from mlir import ir
 
-    from polyflow.backend.jit import jit_module
+    from polyflow.drivers.jit import jit_module
     from polyflow.frontend.tc.lower import lower_definition
-    from polyflow.ir_names import CABI_PREFIX
+    from polyflow.ir.names import CABI_PREFIX
 
     context = ir.Context()
     with context, ir.Location.unknown():

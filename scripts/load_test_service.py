@@ -7,7 +7,7 @@ Without `--url` it starts `python -m server` on a free loopback port with a fres
 it at the end. Each client loops until the time is up (and stops by itself: bounded in time, and
 in count by `--max-requests`): with probability `--miss-rate` it sends a source nobody sent
 before (a cache miss), else one of a few warmed sources (a hit). Every answer is checked: the
-key must be the one computed here for that request (polyflow/tune/cache.py), so a lost or
+key must be the one computed here for that request (polyflow/storage/cache.py), so a lost or
 mixed-up response counts as an error. Prints throughput and p50/p99 latency for hits and misses.
 """
 
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from polyflow.options import Options  # noqa: E402
-from polyflow.tune.cache import cache_key  # noqa: E402
+from polyflow.storage.cache import cache_key  # noqa: E402
 
 KERNEL = "void k{n}(int n, double a[256]) {{ for (int i = 0; i < n; i++) a[i] = {n} * a[i]; }}\n"
 

@@ -1,6 +1,6 @@
 """The compile service: a FastAPI app over a worker pool and the compile cache.
 
-    POST /v1/compile            compile C or TC (cached by content; see polyflow/tune/cache.py)
+    POST /v1/compile            compile C or TC (cached by content; see polyflow/storage/cache.py)
     GET  /v1/artifacts/{key}/{name}   an artifact of a cached result, as bytes
     GET  /v1/healthz            workers, queue, cache size
     GET  /v1/version            polyflow, MLIR and isl versions; hashes of polyflow's and the service's code
@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import polyflow
 from polyflow.options import Options
-from polyflow.tune.cache import CompileCache, cache_key, code_fingerprint, compiler_versions
+from polyflow.storage.cache import CompileCache, cache_key, code_fingerprint, compiler_versions
 
 from .hot import HotResults
 from .jobs import FORBIDDEN_OPTIONS

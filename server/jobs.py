@@ -91,9 +91,9 @@ def _binaries(
 ) -> dict[str, bytes]:
     """kernel.o (position-independent) and kernel.so, linked against the OpenMP runtime when
     the code has parallel loops (the client then needs libiomp5 at run time; a note says so)."""
-    from polyflow.backend.driver import uses_openmp
-    from polyflow.backend.llvm_ir import compile_llvm_ir_to_object
-    from polyflow.backend.toolchain import openmp_library_dir
+    from polyflow.drivers.build import uses_openmp
+    from polyflow.lowering.llvm_ir import compile_llvm_ir_to_object
+    from polyflow.toolchain import openmp_library_dir
 
     with tempfile.TemporaryDirectory(prefix="polyflow-serve-") as tmp:
         obj = compile_llvm_ir_to_object(llvm_ir, Path(tmp) / "kernel.o", options)
@@ -122,7 +122,7 @@ def _c_header(cmod: Any) -> str:
     """The C prototypes of the compiled functions, as kernel.o and kernel.so define them: each
     C function `f` is `__polyflow_f`, arrays are pointers, and file-scope variables it uses
     follow its parameters as pointers."""
-    from polyflow.backend.c_splice import prototype
+    from polyflow.drivers.c_splice import prototype
 
     lines = [
         "/* polyflow: the functions of kernel.o / kernel.so. Arrays are passed as pointers to",

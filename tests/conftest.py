@@ -1,4 +1,4 @@
-"""Tests compile for real: the shared compile cache (polyflow/tune/cache.py) is off, because many
+"""Tests compile for real: the shared compile cache (polyflow/storage/cache.py) is off, because many
 tests change the compiler in process (monkeypatched passes, extra pipeline stages), which no cache
 key can see. The tests of the cache turn it on, each with a directory of its own."""
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from polyflow import Options
 
 if TYPE_CHECKING:
-    from polyflow.backend.driver import BuildReport
+    from polyflow.drivers.build import BuildReport
 
 ORACLE_CC = "gcc"
 ORACLE_FLAGS: tuple[str, ...] = ("-O2",)
@@ -92,7 +92,7 @@ def build_with_gcc(
 
 def build_with_polyflow(source: Path, output: Path, options: Options) -> BuildReport:
     """Build `source` with polyflow, in process; CompileError propagates to the caller."""
-    from polyflow.backend.driver import build_program
+    from polyflow.drivers.build import build_program
 
     return build_program(source, output, options=options)
 

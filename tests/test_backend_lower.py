@@ -11,7 +11,7 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 import polyflow
-from polyflow.backend.lower import (
+from polyflow.lowering.llvm_dialect import (
     PARALLEL_TO_OPENMP,
     hoist_loop_allocas,
     lower_to_llvm_dialect,

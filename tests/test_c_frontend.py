@@ -9,7 +9,7 @@ import polyflow
 from polyflow.errors import CompileError
 
 
-def jit(src: str, entry: str = "f") -> polyflow.backend.jit.CompiledFunction:  # type: ignore[name-defined]
+def jit(src: str, entry: str = "f") -> polyflow.drivers.jit.CompiledFunction:  # type: ignore[name-defined]
     return polyflow.compile_c(src, entry)
 
 

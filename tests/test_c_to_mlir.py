@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from polyflow.backend.toolchain import llvm_bin
 from polyflow.frontend.c import emit_c_module
 from polyflow.frontend.c_parse import parse_c
 from polyflow.options import Options
+from polyflow.toolchain import llvm_bin
 
 
 def frontend_mlir(src: str) -> str:

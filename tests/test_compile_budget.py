@@ -1,4 +1,4 @@
-"""Compile time bounded on every input (polyflow/schedule/budget.py): isl steps run under operation
+"""Compile time bounded on every input (polyflow/poly/budget.py): isl steps run under operation
 budgets, a step that runs out falls back for its scop only, with a note; `--compile-timeout`
 kills what the counts cannot bound; the harder random programs build fast and agree with gcc."""
 
@@ -18,11 +18,11 @@ from test_schedule_scheduler import compute_deps, gemm, two_mm
 
 import polyflow
 from polyflow.options import Options
-from polyflow.schedule import budget
-from polyflow.schedule.budget import BudgetExhausted, isl_budget, step_budget
+from polyflow.poly import budget
+from polyflow.poly.budget import BudgetExhausted, isl_budget, step_budget
 from polyflow.schedule.dependences import compute_dependences
 from polyflow.schedule.scheduler import ScheduleError, schedule_scop
-from polyflow.tune.cache import CompileCache
+from polyflow.storage.cache import CompileCache
 
 O3 = Options(opt_level=3)
 # Hard programs whose first kernel's dataflow runs out of the default budget (seed 6 also has a
@@ -147,7 +147,7 @@ def test_a_larger_budget_schedules_what_the_default_did_not(tmp_path: Path) -> N
 
 def _build_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """Functions compiled in this process, not in forked workers (for tests that watch calls)."""
-    from polyflow.backend import driver
+    from polyflow.drivers import build as driver
 
     monkeypatch.setattr(driver, "function_groups", lambda module, count: None)
 
@@ -283,7 +283,7 @@ def test_hard_programs_build_within_their_budgets_and_agree_with_gcc(
 
 def test_a_functions_scratch_module_holds_only_what_it_refers_to() -> None:
 
-    from polyflow import raising
+    from polyflow.ir.functions import referenced_symbols, scratch_module
     with ir.Context():
         module = ir.Module.parse(
             'memref.global "private" @g : memref<4xf64> = dense<0.0>\n'
@@ -298,8 +298,8 @@ def test_a_functions_scratch_module_holds_only_what_it_refers_to() -> None:
             "}\n"
         )
         target = ir.SymbolTable(module.operation)["f"]
-        assert raising.referenced_symbols(target.operation) == {"g", "h", "f"}
-        scratch, copy = raising.scratch_module(module, target.operation)
+        assert referenced_symbols(target.operation) == {"g", "h", "f"}
+        scratch, copy = scratch_module(module, target.operation)
         names = [
             ir.StringAttr(op.operation.attributes["sym_name"]).value
             for op in scratch.body.operations
@@ -318,7 +318,7 @@ def test_a_file_of_many_small_functions_builds_and_agrees_with_gcc(tmp_path: Pat
 
 
 def test_functions_that_call_each_other_are_compiled_in_one_group(tmp_path: Path) -> None:
-    from polyflow.backend.parallel_build import function_groups
+    from polyflow.drivers.parallel_build import function_groups
     from polyflow.frontend.c import emit_c_module
     from polyflow.frontend.c_parse import parse_c
 
@@ -343,7 +343,7 @@ def test_functions_that_call_each_other_are_compiled_in_one_group(tmp_path: Path
 def test_groups_are_runs_of_neighbouring_functions_a_few_per_worker(tmp_path: Path) -> None:
     from fuzz.many_functions import generate_many_functions
 
-    from polyflow.backend.parallel_build import GROUPS_PER_WORKER, function_groups
+    from polyflow.drivers.parallel_build import GROUPS_PER_WORKER, function_groups
     from polyflow.frontend.c import emit_c_module
     from polyflow.frontend.c_parse import parse_c
 
@@ -365,7 +365,7 @@ def test_groups_are_runs_of_neighbouring_functions_a_few_per_worker(tmp_path: Pa
 
 
 def test_two_kernels_of_unequal_size_get_a_group_each() -> None:
-    from polyflow.backend.parallel_build import _op_count, function_groups
+    from polyflow.drivers.parallel_build import _op_count, function_groups
     from polyflow.frontend.c import emit_c_module
     from polyflow.frontend.c_parse import parse_c
 
@@ -404,7 +404,7 @@ def test_the_pool_keeps_at_most_its_processes_busy_and_answers_in_order() -> Non
 def test_many_functions_build_in_parallel_processes(tmp_path: Path) -> None:
     from fuzz.many_functions import generate_many_functions
 
-    from polyflow.backend.parallel_build import worker_count
+    from polyflow.drivers.parallel_build import worker_count
 
     if worker_count() < 2:
         pytest.skip("one core: the functions are compiled in one process")
@@ -415,7 +415,7 @@ def test_many_functions_build_in_parallel_processes(tmp_path: Path) -> None:
 
 
 def test_two_large_loop_functions_are_scheduled_on_two_cores(tmp_path: Path) -> None:
-    from polyflow.backend.parallel_build import worker_count
+    from polyflow.drivers.parallel_build import worker_count
 
     if worker_count() < 2:
         pytest.skip("one core: the functions are compiled in one process")

@@ -1,4 +1,4 @@
-"""The content-addressed compile cache (polyflow/tune/cache.py) and its users: `polyflow build`,
+"""The content-addressed compile cache (polyflow/storage/cache.py) and its users: `polyflow build`,
 the Python API (`compile_c`, `tc`); every program built from the cache is checked against gcc."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from difftest import build_with_gcc, run_program
 
 from polyflow.options import Options
-from polyflow.tune.cache import (
+from polyflow.storage.cache import (
     CompileCache,
     cache_key,
     code_fingerprint,
@@ -52,7 +52,7 @@ def test_keys_ignore_line_ends_and_trailing_blanks_only() -> None:
 def test_a_module_key_follows_the_code_and_its_source_lines_only(tmp_path: Path) -> None:
     from polyflow.frontend.c import emit_c_module
     from polyflow.frontend.c_parse import parse_c
-    from polyflow.tune.cache import module_key
+    from polyflow.storage.cache import module_key
 
     code = "void f(int n, double *a) { for (int i = 0; i < n; i++) a[i] *= 2; }\n"
 
@@ -140,7 +140,7 @@ int main(void) {
 def test_polyflow_build_reuses_a_cached_object_and_the_program_still_agrees_with_gcc(
     tmp_path: Path,
 ) -> None:
-    from polyflow.backend.driver import build_program
+    from polyflow.drivers.build import build_program
 
     source = tmp_path / "gemm.c"
     source.write_text(GEMM_PROGRAM)

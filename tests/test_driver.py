@@ -6,12 +6,12 @@ import subprocess
 from pathlib import Path
 
 import polyflow
-from polyflow.backend.c_splice import find_function_body
+from polyflow.drivers.c_splice import find_function_body
 
 
 def build_and_run(
     tmp_path: Path, source: str
-) -> tuple[polyflow.backend.driver.BuildReport, str, str]:  # type: ignore[name-defined]
+) -> tuple[polyflow.drivers.build.BuildReport, str, str]:  # type: ignore[name-defined]
     src = tmp_path / "prog.c"
     src.write_text(source)
     report = polyflow.build_program(src, tmp_path / "prog")
@@ -97,7 +97,7 @@ def test_find_function_body_skips_comments_strings_and_prototypes() -> None:
 
 
 def test_openmp_functions_names_the_c_functions_that_fork() -> None:
-    from polyflow.backend.driver import openmp_functions
+    from polyflow.drivers.build import openmp_functions
 
     llvm_ir = """define void @__polyflow_kernel_a(ptr %0) {
   call void (ptr, i32, ptr, ...) @__kmpc_fork_call(ptr @1, i32 1, ptr @kernel_a.affine..omp_par)

@@ -157,7 +157,7 @@ def test_cli_functions_restricts_what_goes_through_mlir(
 def test_backend_failure_falls_back_to_the_c_compiler(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import polyflow.backend.driver as driver
+    import polyflow.drivers.build as driver
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("llc failed: simulated")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from polyflow.backend.toolchain import llvm_bin
+from polyflow.toolchain import llvm_bin
 
 LIT_DIR = Path(__file__).parent / "lit"
 BIN = Path(sys.executable).parent

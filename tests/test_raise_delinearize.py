@@ -21,6 +21,7 @@ import polyflow
 from polyflow import passes, raising
 from polyflow.frontend.c import emit_c_module
 from polyflow.frontend.c_parse import parse_c
+from polyflow.ir.functions import raisable_functions
 from polyflow.raising import delinearize
 
 
@@ -318,7 +319,7 @@ def _scf_to_affine_module(source: str) -> tuple[object, ir.Operation]:
     elements = passes.pipeline_elements(raising.RAISE_PIPELINE)
     before = elements[: elements.index("raise-delinearize")]
     with cmod.context:
-        fn = next(raising.raisable_functions(cmod.module))
+        fn = next(raisable_functions(cmod.module))
         for element in before:
             passes.function_pass_manager(element).run(fn)
     return cmod, fn

@@ -18,12 +18,12 @@ from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 from mlir.passmanager import PassManager
 
-from polyflow.backend.jit import CompiledFunction, _ctype
-from polyflow.backend.lower import lower_to_llvm_dialect
+from polyflow.drivers.jit import CompiledFunction, _ctype
 from polyflow.frontend.c import CModule, emit_c_module
 from polyflow.frontend.c_parse import parse_c
 from polyflow.frontend.c_types import Scalar
-from polyflow.ir_names import CABI_PREFIX
+from polyflow.ir.names import CABI_PREFIX
+from polyflow.lowering.llvm_dialect import lower_to_llvm_dialect
 from polyflow.options import Options
 from polyflow.raising import mem2reg
 

@@ -16,8 +16,8 @@ from mlir import ir
 
 import polyflow
 from polyflow import passes, raising
-from polyflow.backend.lower import lower_to_llvm_dialect
 from polyflow.cli import main
+from polyflow.lowering.llvm_dialect import lower_to_llvm_dialect
 from polyflow.pipeline import STAGE_NAMES
 from polyflow.raising import report as report_mod
 
@@ -34,9 +34,9 @@ SAXPY = """void kernel(int n, double a, double *x, double *y) {
 def test_affine_stage_follows_mlir_and_is_on_by_default() -> None:
     assert STAGE_NAMES[:4] == ["mlir", "affine", "affine-opt", "llvm-dialect"]
     assert polyflow.Options().raise_affine is True
-    assert raising.raising_enabled(polyflow.Options())
-    assert not raising.raising_enabled(polyflow.Options(opt_level=0))
-    assert not raising.raising_enabled(polyflow.Options(raise_affine=False))
+    assert polyflow.Options().raising_enabled
+    assert not polyflow.Options(opt_level=0).raising_enabled
+    assert not polyflow.Options(raise_affine=False).raising_enabled
 
 
 @pytest.mark.parametrize(

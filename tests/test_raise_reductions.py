@@ -16,7 +16,7 @@ from mlir.execution_engine import ExecutionEngine
 from mlir.passmanager import PassManager
 from mlir.runtime import get_ranked_memref_descriptor
 
-from polyflow.backend.lower import lower_to_llvm_dialect
+from polyflow.lowering.llvm_dialect import lower_to_llvm_dialect
 from polyflow.raising import reductions
 
 Args = Callable[[np.random.Generator], list[np.ndarray | int]]
@@ -529,7 +529,7 @@ void kernel(int n, double A[n][n]) {
 
 
 def _compile_pair(source: str) -> tuple[object, object]:
-    from polyflow.backend.jit import compile_c
+    from polyflow.drivers.jit import compile_c
     from polyflow.options import Options
 
     raised = compile_c(source, "kernel", options=Options(fp_contract="off"))

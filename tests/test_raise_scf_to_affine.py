@@ -22,11 +22,11 @@ from mlir.execution_engine import ExecutionEngine
 
 from bench_polybench import HARNESS_DIR, KERNELS, KERNELS_DIR, kernel_function
 from polyflow import passes
-from polyflow.backend.jit import CompiledFunction
-from polyflow.backend.lower import lower_to_llvm_dialect
+from polyflow.drivers.jit import CompiledFunction
 from polyflow.frontend.c import CModule, emit_c_module
 from polyflow.frontend.c_parse import parse_c
-from polyflow.ir_names import NOT_AFFINE_ATTR as NOT_AFFINE
+from polyflow.ir.names import NOT_AFFINE_ATTR as NOT_AFFINE
+from polyflow.lowering.llvm_dialect import lower_to_llvm_dialect
 from polyflow.options import Options
 from polyflow.raising import affine_expr, scf_to_affine
 

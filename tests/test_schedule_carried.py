@@ -7,7 +7,7 @@ from __future__ import annotations
 import islpy as isl
 import pytest
 
-from polyflow.schedule import isl_helpers as ih
+from polyflow.poly import isl_helpers as ih
 
 # A 1-d Jacobi sweep: S[t, i] reads S[t-1, i-1..i+1]; T copies back (not a dependence here).
 JACOBI_DEPS = (

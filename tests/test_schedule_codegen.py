@@ -26,13 +26,13 @@ from mlir.runtime import get_ranked_memref_descriptor
 
 import polyflow
 from polyflow import pipeline
-from polyflow.backend import driver
-from polyflow.backend.lower import lower_to_llvm_dialect
+from polyflow.drivers import build as driver
+from polyflow.lowering.llvm_dialect import lower_to_llvm_dialect
 from polyflow.options import Options
+from polyflow.poly import isl_helpers as ih
+from polyflow.poly.budget import BudgetExhausted
 from polyflow.schedule import codegen
 from polyflow.schedule import dependences as deps_mod
-from polyflow.schedule import isl_helpers as ih
-from polyflow.schedule.budget import BudgetExhausted
 from polyflow.schedule.codegen import CodegenError, generate
 from polyflow.schedule.model import Scop, extract_scops, find_scops, initial_schedule_tree
 
@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import difftest  # tests/ is not a package
 
 from polyflow import raising
+from polyflow.ir.functions import raisable_functions
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = sorted((ROOT / "bench_polybench" / "kernels").glob("*.c"))
@@ -360,7 +361,7 @@ def test_ast_building_is_bounded_by_an_operation_budget() -> None:
 def _stage(transform: Transform, counts: list[int]) -> pipeline.ModuleStage:
     def run(module: ir.Module, options: Options) -> ir.Module:
         with module.context:
-            for fn in list(raising.raisable_functions(module)):
+            for fn in list(raisable_functions(module)):
                 counts.append(rewrite(fn, transform))
         return module
 
@@ -463,7 +464,7 @@ def test_gemm_with_k_and_j_interchanged(tmp_path: Path) -> None:
         raising.raise_to_affine(cmod.module, raised)
         fn = next(
             f
-            for f in raising.raisable_functions(cmod.module)
+            for f in raisable_functions(cmod.module)
             if ir.StringAttr(f.attributes["sym_name"]).value == "kernel_gemm.affine"
         )
         assert rewrite(fn, interchange) == 1

@@ -12,8 +12,8 @@ import pytest
 
 import polyflow
 import polyflow.schedule as scheduling
-from polyflow.backend.toolchain import openmp_library_dir
 from polyflow.options import Options
+from polyflow.toolchain import openmp_library_dir
 
 # deriche's column passes: a recurrence down each column (i), from the top and from the bottom
 COLUMNS_C = """#include <stdio.h>

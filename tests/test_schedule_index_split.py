@@ -14,7 +14,7 @@ from test_schedule_scheduler import (
 )
 
 from polyflow.options import Options
-from polyflow.schedule import isl_helpers as ih
+from polyflow.poly import isl_helpers as ih
 from polyflow.schedule.index_split import split_index_sets
 from polyflow.schedule.model import Scop
 from polyflow.schedule.scheduler import check_schedule_legal, schedule_scop

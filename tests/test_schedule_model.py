@@ -14,9 +14,10 @@ from mlir import ir
 from polyflow import raising
 from polyflow.frontend.c import emit_c_module
 from polyflow.frontend.c_parse import parse_c
+from polyflow.ir.functions import raisable_functions
 from polyflow.options import Options
+from polyflow.poly import isl_helpers as ih
 from polyflow.schedule import dependences as deps_mod
-from polyflow.schedule import isl_helpers as ih
 from polyflow.schedule.model import Extraction, Scop, ScopRegion, find_scops
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,7 +48,7 @@ class Raised:
         wanted = {name, f"{name}.affine"}
         found = [
             fn
-            for fn in raising.raisable_functions(self.cmod.module)
+            for fn in raisable_functions(self.cmod.module)
             if ir.StringAttr(fn.attributes["sym_name"]).value in wanted
         ]
         assert found, f"no raised function {name}"

@@ -22,9 +22,9 @@ from mlir import ir
 
 import polyflow
 from bench_polybench import HARNESS_DIR, KERNELS_DIR
-from polyflow.backend.toolchain import openmp_library_dir
 from polyflow.cli import options_from_args, parse_args
 from polyflow.schedule.parallelize import bounded_trip_count, bounded_work, choose_parallel_loops
+from polyflow.toolchain import openmp_library_dir
 
 pytestmark = pytest.mark.skipif(
     openmp_library_dir() is None, reason="the intel-openmp wheel (libiomp5) is not installed"

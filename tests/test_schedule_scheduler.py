@@ -1086,7 +1086,7 @@ def test_a_point_loop_moves_only_where_every_dependence_still_goes_forward(
 
 
 def test_ast_loops_are_marked_independent_from_the_dependences() -> None:
-    from polyflow.schedule import isl_helpers as ih
+    from polyflow.poly import isl_helpers as ih
 
     scop, deps, _ = schedule_for("jacobi-1d")
     tree = ih.build_ast(scop.context, original_schedule(scop), dependences=deps.validity)

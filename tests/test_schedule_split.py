@@ -19,11 +19,12 @@ from mlir.runtime import get_ranked_memref_descriptor
 
 from bench_polybench import HARNESS_DIR, KERNELS, KERNELS_DIR, kernel_function
 from polyflow import passes, raising
-from polyflow.backend.jit import CompiledFunction
-from polyflow.backend.lower import lower_to_llvm_dialect
+from polyflow.drivers.jit import CompiledFunction
 from polyflow.frontend.c import CModule, emit_c_module
 from polyflow.frontend.c_parse import parse_c
 from polyflow.frontend.c_types import Array, Scalar
+from polyflow.ir.functions import raisable_functions, source_names
+from polyflow.lowering.llvm_dialect import lower_to_llvm_dialect
 from polyflow.options import Options
 from polyflow.raising import alias_guard
 from polyflow.schedule import split
@@ -78,10 +79,10 @@ def _raised(kernel: str, size: str = "MINI") -> tuple[CModule, ir.Operation]:
     function = kernel_function(kernel)
     with cmod.context, ir.Location.unknown():
         alias_guard.guard_argument_aliasing(cmod.module)
-        names = raising.source_names(cmod.module)
+        names = source_names(cmod.module)
         targets = [
             fn
-            for fn in raising.raisable_functions(cmod.module)
+            for fn in raisable_functions(cmod.module)
             if names.get(_name(fn), _name(fn)) == function
         ]
         assert len(targets) == 1, [_name(fn) for fn in targets]

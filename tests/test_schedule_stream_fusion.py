@@ -12,13 +12,13 @@ import pytest
 from test_schedule_scheduler import compute_deps, make_scop
 
 import polyflow
-from polyflow.backend.toolchain import openmp_library_dir
 from polyflow.options import Options
-from polyflow.schedule import isl_helpers as ih
+from polyflow.poly import isl_helpers as ih
 from polyflow.schedule.model import Scop
 from polyflow.schedule.scheduler import check_schedule_legal, schedule_scop
 from polyflow.schedule.stream_fusion import fuse_shared_streams
 from polyflow.schedule.tiling import describe_schedule
+from polyflow.toolchain import openmp_library_dir
 
 BIG = {"A": (2100, 1900), "B": (2100, 1900), "s": (1900,), "q": (2100,), "p": (1900,), "r": (2100,)}
 

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from polyflow.backend.toolchain import openmp_library_dir
 from polyflow.errors import CompileError
+from polyflow.toolchain import openmp_library_dir
 from server.hot import HotResults
 from server.jobs import check_includes
 

@@ -38,7 +38,7 @@ from polyflow.frontend.c_types import (
     scalar_from_names,
     usual_arithmetic_conversion,
 )
-from polyflow.ir_names import CABI_PREFIX, TRAMPOLINE_PREFIX, UNKNOWN_EXTENT_ATTR
+from polyflow.ir.names import CABI_PREFIX, TRAMPOLINE_PREFIX, UNKNOWN_EXTENT_ATTR
 
 DYN = -(2**63)  # MLIR's ShapedType::kDynamic
 # Extent reported for a dimension C leaves unknown (`T *p`, `T a[]`): nothing reads it, but it

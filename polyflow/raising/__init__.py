@@ -11,17 +11,19 @@ it; the other functions are raised as usual. See CONTRACT.md for what the passes
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from mlir import ir
 from mlir.passmanager import PassManager
 
 from polyflow import passes
-from polyflow.ir_names import CABI_PREFIX, NOT_AFFINE_ATTR, symbol_name
+from polyflow.ir.functions import raisable_functions, scratch_module, source_names
+from polyflow.ir.locations import position_text
+from polyflow.ir.names import NOT_AFFINE_ATTR, symbol_name
 from polyflow.options import Options
 
-from .alias_guard import DISPATCHER_ATTR, NO_RAISE_ATTR, guard_argument_aliasing
+from .alias_guard import guard_argument_aliasing
 from .inline_calls import inline_scalar_calls
 
 # The raising sequence, on each function. The cleanups first fold the frontend's constants and
@@ -53,90 +55,9 @@ class _Step:
     pass_manager: PassManager
 
 
-def raising_enabled(options: Options) -> bool:
-    """Whether the `affine` stage raises (`raise_affine` and `opt_level >= 1`) or passes through."""
-    return options.raise_affine and options.opt_level >= 1
-
-
 def _build_steps(elements: list[str]) -> list[_Step]:
     """One func.func pass manager per element, so that a failure names its pass."""
     return [_Step(e, passes.function_pass_manager(e)) for e in elements]
-
-
-def raisable_functions(module: ir.Module) -> Iterator[ir.Operation]:
-    """The functions raising works on: defined, not a C-ABI entry, not marked `no_raise`."""
-    for op in module.body.operations:
-        operation = op.operation
-        if operation.name != "func.func" or len(operation.regions[0].blocks) == 0:
-            continue
-        if symbol_name(operation).startswith(CABI_PREFIX) or NO_RAISE_ATTR in operation.attributes:
-            continue
-        yield operation
-
-
-def scratch_module(module: ir.Module, target: ir.Operation) -> tuple[ir.Module, ir.Operation]:
-    """A module holding a copy of `target`, declarations of the functions it references (so that
-    calls verify) and copies of the other top-level symbols it references (globals); and the
-    copy. Its size is that of `target`, not of `module`: a file of thousands of functions
-    stays linear to compile."""
-    names = referenced_symbols(target)
-    # a symbol table of the module costs its size: built only for a function that refers to
-    # something (most loop functions refer to nothing)
-    table = ir.SymbolTable(module.operation) if names else None
-    scratch = ir.Module.create(loc=module.operation.location)
-    with ir.InsertionPoint(scratch.body):
-        for name in sorted(names):
-            assert table is not None
-            if name not in table:
-                continue
-            operation = table[name]
-            if operation == target:
-                continue
-            if operation.name == "func.func":
-                declaration_of(operation)
-            else:
-                operation.clone()
-        copy = target.clone()
-    return scratch, copy
-
-
-def declaration_of(function: ir.Operation) -> ir.Operation:
-    """A private declaration of `function` (its name and type, no body), created at the current
-    insertion point with its location."""
-    return ir.Operation.create(
-        "func.func",
-        attributes={
-            "sym_name": function.attributes["sym_name"],
-            "function_type": function.attributes["function_type"],
-            "sym_visibility": ir.StringAttr.get("private"),
-        },
-        regions=1,
-        loc=function.location,
-    )
-
-
-def referenced_symbols(op: ir.Operation) -> set[str]:
-    """The names of the top-level symbols that `op` and the ops inside it refer to (callees,
-    globals), by the symbol references among their attributes."""
-    names: set[str] = set()
-
-    def collect(attr: ir.Attribute) -> None:
-        if isinstance(attr, ir.FlatSymbolRefAttr):
-            names.add(attr.value)
-        elif isinstance(attr, ir.SymbolRefAttr):
-            names.add(str(attr.value[0]))
-        elif isinstance(attr, ir.ArrayAttr):
-            for element in attr:
-                collect(element)
-
-    def visit(inner: ir.Operation) -> ir.WalkResult:
-        attributes = inner.attributes
-        for index in range(len(attributes)):
-            collect(attributes[index].attr)
-        return ir.WalkResult.ADVANCE
-
-    op.walk(visit)
-    return names
 
 
 def _failure_reason(element: str, exc: Exception) -> str:
@@ -167,28 +88,16 @@ def _raise_function(module: ir.Module, fn: ir.Operation, steps: list[_Step]) -> 
     return None
 
 
-def source_names(module: ir.Module) -> dict[str, str]:
-    """The C name of each function that stands for another: the alias guard's optimizable
-    copy `f.affine` stands for `f` (see alias_guard.py); the others are named as in C."""
-    out: dict[str, str] = {}
-    for op in module.body.operations:
-        operation = op.operation
-        if operation.name == "func.func" and DISPATCHER_ATTR in operation.attributes:
-            copy = ir.StringAttr(operation.attributes[DISPATCHER_ATTR]).value
-            out[copy] = symbol_name(operation)
-    return out
-
-
 def raise_to_affine(
     module: ir.Module, options: Options, *, functions: Collection[str] | None = None
 ) -> ir.Module:
     """Raise every raisable function of `module` (or just those named in `functions`) to
     `affine` in place (see the module docstring); returns `module`. Does nothing unless
-    `raising_enabled(options)`.
+    `options.raising_enabled`.
 
     A function whose raising fails keeps its code and gets `polyflow.not_affine = "<reason>"`.
     """
-    if not raising_enabled(options):
+    if not options.raising_enabled:
         return module
     with module.context, ir.Location.unknown():
         guard_argument_aliasing(module)
@@ -228,7 +137,7 @@ def raise_warnings(module: ir.Module) -> list[str]:
             if operation.name != "func.func" or NOT_AFFINE_ATTR not in operation.attributes:
                 continue
             reason = ir.StringAttr(operation.attributes[NOT_AFFINE_ATTR]).value
-            where = _position_text(operation.location)
+            where = position_text(operation.location)
             name = symbol_name(operation)
             out.append(
                 f"{where}: warning: function '{names.get(name, name)}' is not raised to "
@@ -237,10 +146,3 @@ def raise_warnings(module: ir.Module) -> list[str]:
     return out
 
 
-def _position_text(loc: ir.Location) -> str:
-    from .report import source_position  # report.py reads the same locations
-
-    position = source_position(loc)
-    if position is None:
-        return "<unknown>"
-    return f"{position.file}:{position.line}:{position.column}"

@@ -11,7 +11,7 @@ function that has loops and at least two memref arguments of known extent into a
 `polyflow.no_raise` so that no pass touches it. Only pairs where one side may be written are
 checked, and not pairs whose frontend marked both `llvm.noalias` (TC tensors, whose caller
 checks them). Arguments made from C pointers (`polyflow.unknown_extent`) have no extent to check:
-passes must treat them as possibly aliasing any other argument (see `may_alias`).
+passes must treat them as possibly aliasing any other argument (polyflow/ir/aliasing.py).
 """
 
 from __future__ import annotations
@@ -19,69 +19,18 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from polyflow.ir_names import (
+from polyflow.ir.aliasing import VIEW_OPS, has_argument_attribute, has_unknown_extent
+from polyflow.ir.names import (
     AFFINE_SUFFIX,
     CABI_PREFIX,
     DISPATCHER_ATTR,
     NO_RAISE_ATTR,
     NOALIAS_ATTR,
     SCF_SUFFIX,
-    UNKNOWN_EXTENT_ATTR,
 )
 
 # Ops through which an argument is only read or measured; any other use may write it.
 _READ_ONLY_USERS = frozenset({"memref.load", "affine.load", "memref.dim", "affine.vector_load"})
-_VIEW_OPS = frozenset(
-    {
-        "memref.subview",
-        "memref.reinterpret_cast",
-        "memref.cast",
-        "memref.collapse_shape",
-        "memref.expand_shape",
-        "memref.view",
-    }
-)
-
-
-def has_unknown_extent(value: ir.Value) -> bool:
-    """Whether `value` is a function argument made from a C pointer (extent unknown)."""
-    return _has_arg_attr(value, UNKNOWN_EXTENT_ATTR)
-
-
-def _has_arg_attr(value: ir.Value, name: str) -> bool:
-    """Whether `value` is a function argument carrying the argument attribute `name`."""
-    if not isinstance(value, ir.BlockArgument):
-        return False
-    owner = value.owner.owner
-    if not isinstance(owner.opview, func.FuncOp) or "arg_attrs" not in owner.attributes:
-        return False
-    attrs = ir.ArrayAttr(owner.attributes["arg_attrs"])
-    return name in ir.DictAttr(attrs[value.arg_number])
-
-
-def may_alias(a: ir.Value, b: ir.Value) -> bool:
-    """Whether two memref values may address the same memory, under the guard's guarantee.
-
-    Distinct allocations never alias; distinct function arguments alias only when one of them
-    came from a C pointer (its extent is unknown, so the entry could not check it)."""
-    if a == b:
-        return True
-    a_root, b_root = _root(a), _root(b)
-    if a_root == b_root:
-        return True
-    a_arg, b_arg = isinstance(a_root, ir.BlockArgument), isinstance(b_root, ir.BlockArgument)
-    if a_arg and b_arg:
-        return has_unknown_extent(a_root) or has_unknown_extent(b_root)
-    return False  # at least one side is its own allocation
-
-
-def _root(value: ir.Value) -> ir.Value:
-    """The memref a view was taken of (through subview, casts, reshapes)."""
-    while isinstance(value, ir.OpResult) and value.owner.name in _VIEW_OPS:
-        value = value.owner.operands[0]
-    return value
-
-
 def _may_be_written(value: ir.Value) -> bool:
     for use in value.uses:
         user = use.owner
@@ -90,7 +39,7 @@ def _may_be_written(value: ir.Value) -> bool:
             continue
         if name in ("memref.store", "affine.store") and use.operand_number != 0:
             return True
-        if name in _VIEW_OPS:
+        if name in VIEW_OPS:
             if _may_be_written(user.results[0]):
                 return True
             continue
@@ -126,7 +75,7 @@ def _needs_guard(fn: func.FuncOp) -> list[tuple[int, int]]:
         if isinstance(a.type, ir.MemRefType) and not has_unknown_extent(a)
     ]
     written = {a.arg_number for a in args if _may_be_written(a)}
-    promised = {a.arg_number for a in args if _has_arg_attr(a, NOALIAS_ATTR)}
+    promised = {a.arg_number for a in args if has_argument_attribute(a, NOALIAS_ATTR)}
     return [
         (a.arg_number, b.arg_number)
         for i, a in enumerate(args)

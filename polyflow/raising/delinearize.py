@@ -45,7 +45,8 @@ from typing import Any, ClassVar, TypeAlias
 from mlir import ir
 from mlir.dialects import affine, arith, memref
 
-from polyflow.ir_names import NOT_AFFINE_ATTR
+from polyflow.ir.affine import Inexpressible
+from polyflow.ir.names import NOT_AFFINE_ATTR
 
 from .affine_expr import (
     AffineAnalysis,
@@ -56,7 +57,7 @@ from .affine_expr import (
     affine_map,
     existing_index_cast,
 )
-from .domain import Inexpressible, Space
+from .domain import Space
 
 # Most splits (q, r) one access may try, each one isl question.
 MAX_SPLITS = 8

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from polyflow.ir_names import symbol_name
+from polyflow.ir.names import symbol_name
 
 # Dialects whose ops are pure functions of their operands (no memory, no control flow).
 _PURE_DIALECTS = ("arith.", "math.")

@@ -27,10 +27,11 @@ from typing import Any, ClassVar
 from mlir import ir
 from mlir.dialects import affine
 
-from polyflow.ir_names import REDUCTIONS_ATTR
+from polyflow.ir.affine import Inexpressible, affine_apply_of, index_constant
+from polyflow.ir.aliasing import VIEW_OPS, may_alias
+from polyflow.ir.names import REDUCTIONS_ATTR
 
-from .alias_guard import has_unknown_extent
-from .domain import Inexpressible, Space, affine_apply_of, index_constant
+from .domain import Space
 
 # Ops that touch no memory but through their results (a memref operand is still a "use").
 _PURE_PREFIXES = ("arith.", "math.", "index.")
@@ -38,11 +39,6 @@ _PURE_OPS = frozenset(
     "affine.apply affine.min affine.max affine.for affine.if affine.parallel affine.yield "
     "scf.for scf.if scf.while scf.condition scf.yield "
     "memref.dim memref.alloca memref.alloc memref.get_global ub.poison".split()
-)
-# Ops whose result is a view of their first operand: the same memory under another name.
-_VIEWS = frozenset(
-    "memref.subview memref.cast memref.reinterpret_cast memref.view memref.collapse_shape "
-    "memref.expand_shape memref.transpose memref.memory_space_cast memref.assume_alignment".split()
 )
 _ACCESSES = frozenset({"affine.load", "affine.store", "memref.load", "memref.store"})
 
@@ -96,48 +92,6 @@ def _top_level(op: ir.Operation, block: ir.Block) -> ir.Operation:
     while op.block != block:
         op = op.parent.operation
     return op
-
-
-def _root(memref: ir.Value) -> ir.Value:
-    """The memref that `memref` is a view of (itself when it is no view)."""
-    while not isinstance(memref.owner, ir.Block) and memref.owner.operation.name in _VIEWS:
-        memref = memref.owner.operation.operands[0]
-    return memref
-
-
-def _origin(memref: ir.Value) -> tuple[str, Any]:
-    """Where a root memref comes from: a fresh allocation, a function argument, a named global."""
-    owner = memref.owner
-    if isinstance(owner, ir.Block):
-        parent = owner.owner.operation
-        if parent.name == "func.func" and owner == parent.regions[0].blocks[0]:
-            return ("argument", memref)
-        return ("unknown", memref)
-    op = owner.operation
-    if op.name in ("memref.alloca", "memref.alloc"):
-        return ("allocation", memref)
-    if op.name == "memref.get_global":
-        return ("global", ir.FlatSymbolRefAttr(op.attributes["name"]).value)
-    return ("unknown", memref)
-
-
-def _may_alias(a: ir.Value, b: ir.Value) -> bool:
-    """Whether two memrefs may share memory: distinct function arguments of known extent do not
-    (alias_guard.py makes sure at run time; CONTRACT.md),
-    an allocation shares with nothing else, distinct globals are distinct; a function argument
-    may be a global, and anything of unknown origin may be anything."""
-    kind_a, what_a = _origin(_root(a))
-    kind_b, what_b = _origin(_root(b))
-    if what_a == what_b and kind_a == kind_b:
-        return True
-    if "unknown" in (kind_a, kind_b):
-        return True
-    if "allocation" in (kind_a, kind_b):
-        return False
-    if kind_a == kind_b == "argument":
-        # disjoint unless one came from a C pointer: alias_guard checks the others at run time
-        return has_unknown_extent(what_a) or has_unknown_extent(what_b)
-    return kind_a != kind_b  # an argument and a global may be one array
 
 
 def _contains_call(op: ir.Operation) -> bool:
@@ -270,7 +224,7 @@ def _scan(loop: ir.Operation) -> tuple[list[ir.Operation], set[ir.Value]] | None
                 for i, v in enumerate(op.operands)
                 if i != memref_pos and isinstance(v.type, ir.MemRefType)
             )
-        elif op.name.startswith(_PURE_PREFIXES) or op.name in _PURE_OPS or op.name in _VIEWS:
+        elif op.name.startswith(_PURE_PREFIXES) or op.name in _PURE_OPS or op.name in VIEW_OPS:
             other_uses.update(v for v in op.operands if isinstance(v.type, ir.MemRefType))
         else:
             unknown = True
@@ -322,7 +276,7 @@ def _collect(location: _Location, accesses: list[ir.Operation], body: ir.Block) 
                 return False  # stored only in some iterations, or in an inner loop
             else:
                 location.stores.append(op)
-        elif _may_alias(memref, location.memref) and not (mine and _never_equal(op, location.ref)):
+        elif may_alias(memref, location.memref) and not (mine and _never_equal(op, location.ref)):
             return False
     return bool(location.loads)
 

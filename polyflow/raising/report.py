@@ -11,25 +11,16 @@ only on the attributes of CONTRACT.md.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from mlir import ir
 
-from polyflow.errors import CompileError, SourcePosition
-from polyflow.ir_names import REDUCTIONS_ATTR
-from polyflow.options import Options
-
-from . import (
-    NOT_AFFINE_ATTR,
-    raisable_functions,
-    raise_to_affine,
-    raising_enabled,
-    source_names,
-)
+from polyflow.errors import SourcePosition
+from polyflow.ir.functions import raisable_functions, source_names
+from polyflow.ir.locations import source_position, statement_name
+from polyflow.ir.names import NOT_AFFINE_ATTR, REDUCTIONS_ATTR
 
 _LOOPS = {
     "affine.for": "for",
@@ -43,35 +34,6 @@ _UNRAISED = {
     "memref.load": "load",
     "memref.store": "store",
 }
-
-
-def source_position(loc: ir.Location) -> SourcePosition | None:
-    """The first file:line:col inside `loc` (through names, fusions and call sites), or None."""
-    if loc.is_a_file():
-        return SourcePosition(loc.filename, loc.start_line, loc.start_col)
-    if loc.is_a_name():
-        return source_position(loc.child_loc)
-    if loc.is_a_fused():
-        for inner in loc.locations:
-            position = source_position(inner)
-            if position is not None:
-                return position
-        return None
-    if loc.is_a_callsite():
-        return source_position(loc.callee) or source_position(loc.caller)
-    return None
-
-
-def statement_name(loc: ir.Location) -> str | None:
-    """The statement name (`S3`) of a location named by the frontend, or None."""
-    if loc.is_a_name():
-        return loc.name_str
-    if loc.is_a_fused():
-        for inner in loc.locations:
-            name = statement_name(inner)
-            if name is not None:
-                return name
-    return None
 
 
 @dataclass(frozen=True)
@@ -339,51 +301,3 @@ def _function_report(fn: ir.Operation, name: str, enabled: bool) -> FunctionRais
         fully_affine=enabled and error is None and not leftover,
         error=error,
     )
-
-
-def raise_report(
-    source_or_path: str | Path,
-    *,
-    functions: Sequence[str] | None = None,
-    options: Options | None = None,
-) -> RaiseReport:
-    """Compile a C file or C source string to MLIR, raise its functions (all that polyflow
-    compiles, or just `functions`) and report what raising made of each.
-
-    Raising runs whatever `options.raise_affine` and `opt_level` say: the report is about what
-    it does. The options still give the preprocessor settings (`include_dirs`, `defines`).
-    """
-    from polyflow.frontend.c import emit_c_module
-    from polyflow.frontend.c_parse import parse_c
-
-    base = options or Options()
-    options = base.model_copy(update={"raise_affine": True, "opt_level": max(1, base.opt_level)})
-    text, filename, source_dir = _read_source(source_or_path)
-    # The whole file is compiled, as in a build (so calls between its functions work, and calls
-    # to those left to the C compiler go through trampolines); only `functions` are raised.
-    cmod = emit_c_module(parse_c(text, filename, options, source_dir), external_calls=True)
-    only = tuple(functions) if functions is not None else None
-    start, cpu_start = time.perf_counter(), time.process_time()
-    module = raise_to_affine(cmod.module, options, functions=only)
-    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
-    report = RaiseReport.from_module(
-        module, functions=only, enabled=raising_enabled(options), seconds=seconds
-    )
-    skipped = {
-        name: exc.reason for name, exc in cmod.skipped.items() if only is None or name in only
-    }
-    return RaiseReport(report.functions, report.enabled, report.seconds, cpu_seconds, skipped)
-
-
-def _read_source(source_or_path: str | Path) -> tuple[str, str, Path | None]:
-    """(text, file name, directory) of a C file, or of C source given as a string."""
-    path = (
-        Path(source_or_path)
-        if isinstance(source_or_path, Path) or "\n" not in str(source_or_path)
-        else None
-    )
-    if path is not None and path.exists():
-        return path.read_text(), str(source_or_path), path.resolve().parent
-    if path is not None and str(source_or_path).endswith(".c"):
-        raise CompileError(f"cannot read '{source_or_path}'", file=str(source_or_path))
-    return str(source_or_path), "<input>", None

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 from mlir import ir
 from mlir.dialects import affine, arith
 
-from polyflow.ir_names import NOT_AFFINE_ATTR
+from polyflow.ir.names import NOT_AFFINE_ATTR
 
 from .affine_expr import (
     AffineAnalysis,

@@ -40,8 +40,9 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 from polyflow import forked, passes
-from polyflow import raising as _raising
-from polyflow.ir_names import (
+from polyflow.ir.functions import raisable_functions, scratch_module, source_names
+from polyflow.ir.locations import position_text
+from polyflow.ir.names import (
     NOT_AFFINE_ATTR,
     NOT_SCHEDULED_ATTR,
     SCHEDULE_ATTR,
@@ -49,9 +50,8 @@ from polyflow.ir_names import (
     symbol_name,
 )
 from polyflow.options import Options
-from polyflow.raising.report import source_position
+from polyflow.poly.budget import BudgetExhausted, isl_budget, step_budget
 
-from .budget import BudgetExhausted, isl_budget, step_budget
 from .codegen import CodegenError, generate
 from .dependences import Dependences, compute_dependences
 from .micro_kernel import vector_register_bits
@@ -119,13 +119,13 @@ def scheduling_enabled(options: Options) -> bool:
     return (
         options.opt_level == 3
         and (options.schedule or options.parallel)
-        and _raising.raising_enabled(options)
+        and options.raising_enabled
     )
 
 
 def schedulable_functions(module: ir.Module) -> Iterator[ir.Operation]:
     """The functions the stage works on: those raising works on, minus those it left unraised."""
-    for fn in _raising.raisable_functions(module):
+    for fn in raisable_functions(module):
         if NOT_AFFINE_ATTR not in fn.attributes:
             yield fn
 
@@ -185,7 +185,7 @@ def reschedule_function(
         raise _StepFailed(f"extract_scops failed: {_describe(exc)}") from exc
     for index, (scop, region) in enumerate(found):
         where = f"scop {index}"
-        located = f"{where} at {_position_text(region.ops[0].location)}"
+        located = f"{where} at {position_text(region.ops[0].location)}"
         try:
             with timer.step("dependences"):
                 deps = _dependences(scop, options, notes, located)
@@ -364,7 +364,7 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
     if options.schedule:
         # Expanded scratchpads first; where anything fails with them, once more without.
         for expand in (True, False):
-            scratch, copy = _raising.scratch_module(module, fn)
+            scratch, copy = scratch_module(module, fn)
             notes = []
             try:
                 trees = reschedule_function(copy, options, notes, expand_scalars=expand)
@@ -382,7 +382,7 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
             finally:
                 del scratch
     if options.parallel:
-        scratch, copy = _raising.scratch_module(module, fn)
+        scratch, copy = scratch_module(module, fn)
         element = (
             f"schedule-parallelize{{parallel_reductions={str(options.parallel_reductions).lower()}"
             f" min_trip={options.min_parallel_trip}}}"
@@ -400,7 +400,7 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
             failure = f"{failure + '; ' if failure else ''}parallelization failed: {reason}"
         del scratch
     if options.micro_kernels and options.schedule:
-        scratch, copy = _raising.scratch_module(module, fn)
+        scratch, copy = scratch_module(module, fn)
         contract = str(options.fp_contract == "fast").lower()
         bits = vector_register_bits(options.march)
         element = f"schedule-micro-kernels{{contract={contract} vector_bits={bits}}}"
@@ -438,7 +438,7 @@ def _process_within(
         timer.seconds.clear()  # the child reports its own steps only
         _process_function(module, fn, options)
         # the function (swapped for a new op) with what it refers to: small, and verifies
-        done, _copy = _raising.scratch_module(module, ir.SymbolTable(module.operation)[name])
+        done, _copy = scratch_module(module, ir.SymbolTable(module.operation)[name])
         return json.dumps(
             {"module": done.operation.get_asm(enable_debug_info=True), "times": timer.seconds}
         ).encode()
@@ -508,7 +508,7 @@ def _functions_with(
 ) -> Iterator[tuple[str, ir.Operation]]:
     """(C name, function) of each function carrying `attr` (`names`: the module's
     `source_names`, where the caller has them)."""
-    names = _raising.source_names(module) if names is None else names
+    names = source_names(module) if names is None else names
     for op in module.body.operations:
         operation = op.operation
         if operation.name == "func.func" and attr in operation.attributes:
@@ -523,7 +523,7 @@ def schedule_warnings(module: ir.Module) -> list[str]:
         for name, fn in _functions_with(module, NOT_SCHEDULED_ATTR):
             reason = ir.StringAttr(fn.attributes[NOT_SCHEDULED_ATTR]).value
             out.append(
-                f"{_position_text(fn.location)}: warning: function '{name}' is not fully "
+                f"{position_text(fn.location)}: warning: function '{name}' is not fully "
                 f"optimized: {reason}"
             )
     return out
@@ -534,7 +534,7 @@ def schedule_notes(module: ir.Module) -> list[str]:
     floating-point reductions (`parallel_reductions`)."""
     out: list[str] = []
     with module.context:
-        names = _raising.source_names(module)  # once: a file may have thousands of functions
+        names = source_names(module)  # once: a file may have thousands of functions
         for name, fn in _functions_with(module, SCHEDULE_NOTES_ATTR, names):
             for note in ir.ArrayAttr(fn.attributes[SCHEDULE_NOTES_ATTR]):
                 out.append(f"{name}: {ir.StringAttr(note).value}")
@@ -550,7 +550,7 @@ def _float_reduction_notes(names: dict[str, str], fn: ir.Operation) -> list[str]
 
     name = symbol_name(fn)
     return [
-        f"{names.get(name, name)}: the loop at {_position_text(loc)} reorders a floating-point "
+        f"{names.get(name, name)}: the loop at {position_text(loc)} reorders a floating-point "
         f"{kind} reduction (parallel_reductions; results may differ in the last bits)"
         for loc, kind in float_reductions(fn)
     ]
@@ -565,11 +565,6 @@ def schedule_trees(module: ir.Module) -> dict[str, str]:
         }
 
 
-def _position_text(loc: ir.Location) -> str:
-    position = source_position(loc)
-    if position is None:
-        return "<unknown>"
-    return f"{position.file}:{position.line}:{position.column}"
 
 
 __all__ = [

@@ -21,8 +21,9 @@ import islpy as isl
 from mlir import ir
 from mlir.dialects import affine
 
-from . import isl_helpers as ih
-from .budget import DEFAULT_ISL_MAX_OPERATIONS, BudgetExhausted, step_budget
+from polyflow.poly import isl_helpers as ih
+from polyflow.poly.budget import DEFAULT_ISL_MAX_OPERATIONS, BudgetExhausted, step_budget
+
 from .model import Scop, ScopRegion, StatementOps
 from .panels import PARALLEL_TILES_MARK
 from .parallelize import INDEPENDENT_ATTR, WAVEFRONT_ATTR

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from . import isl_helpers as ih
-from .budget import isl_budget, step_budget
+from polyflow.poly import isl_helpers as ih
+from polyflow.poly.budget import isl_budget, step_budget
+
 from .model import Scop
 
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import islpy as isl
 
-from .budget import BudgetExhausted, isl_budget, step_budget
-from .isl_helpers import carries_dependence, maps_of
+from polyflow.poly.budget import BudgetExhausted, isl_budget, step_budget
+from polyflow.poly.isl_helpers import carries_dependence, maps_of
 
 # Splits on one path from the root: floyd-warshall needs two (i, then j); 9 copies of the body.
 MAX_SPLITS_PER_NEST = 2

@@ -49,9 +49,8 @@ from typing import Any, ClassVar
 from mlir import ir
 from mlir.dialects import arith, scf, vector
 
-from polyflow.raising import domain as _domain
-
-from .parallelize import may_alias
+from polyflow.ir.affine import affine_if_condition
+from polyflow.ir.aliasing import may_alias
 
 _ELEMENTWISE = frozenset(
     {
@@ -284,7 +283,7 @@ def match_contraction(inner: ir.Operation, fn: ir.Operation) -> Contraction | st
             if reduction is not None and load in r_body:
                 return "the reduction loop reads the stored array"
             continue
-        if may_alias(memref, target, fn):
+        if may_alias(memref, target):
             return "a read array may alias the stored one"
         if ir.MemRefType(memref.type).element_type != element:
             return "a read has another element type"
@@ -363,7 +362,7 @@ def _collect(
             if len(op.regions[1].blocks) > 0 or len(op.results) > 0:
                 return "a guard has an else branch or results"
             try:
-                _domain.affine_if_condition(op)
+                affine_if_condition(op)
             except Exception:
                 return "a guard's condition cannot be read back"
             problem = _collect(_ops(op.regions[0].blocks[0])[:-1], stores, loads)
@@ -672,7 +671,7 @@ class _Emitter:
         if len(guards) != 1:
             return None
         guard = guards[0]
-        exprs, equalities, n_dims = _domain.affine_if_condition(guard)
+        exprs, equalities, n_dims = affine_if_condition(guard)
         operands = list(guard.operands)
         lows: list[ir.AffineExpr] = []
         highs: list[ir.AffineExpr] = []  # inclusive
@@ -896,7 +895,7 @@ class _Body:
         self.values[op.results[0]] = out
 
     def _guard(self, op: ir.Operation) -> None:
-        exprs, equalities, n_dims = _domain.affine_if_condition(op)
+        exprs, equalities, n_dims = affine_if_condition(op)
         mapped = [self.k if o == _iv(self.e.nest.r) else o for o in op.operands]
         n_symbols = len(mapped) - n_dims
         test: ir.Value | None = None

@@ -43,11 +43,11 @@ import islpy as isl
 from mlir import ir
 from mlir.dialects import affine, arith, func, memref
 
-from polyflow.ir_names import NOT_AFFINE_ATTR, REDUCTIONS_ATTR, symbol_name
-from polyflow.raising import alias_guard as _alias
-from polyflow.raising import report as _report
-
-from . import isl_helpers as ih
+from polyflow.ir.affine import index_constant
+from polyflow.ir.aliasing import may_alias
+from polyflow.ir.locations import source_position, statement_name
+from polyflow.ir.names import NOT_AFFINE_ATTR, REDUCTIONS_ATTR, symbol_name
+from polyflow.poly import isl_helpers as ih
 
 # Ops that touch no memory and have no regions: they may be cloned into every statement.
 _PURE_PREFIXES = ("arith.", "math.", "index.")
@@ -246,7 +246,7 @@ def _is_pure(op: ir.Operation) -> bool:
 
 
 def _position(op: ir.Operation) -> tuple[int, int]:
-    where = _report.source_position(op.location)
+    where = source_position(op.location)
     if where is None:
         return 0, 0
     return int(where.line), int(where.column)
@@ -255,13 +255,6 @@ def _position(op: ir.Operation) -> tuple[int, int]:
 def _left_out(op: ir.Operation, reason: str) -> LeftOut:
     line, column = _position(op)
     return LeftOut(op.name, reason, line, column)
-
-
-def _index_constant(value: ir.Value) -> int | None:
-    op = _defining_op(value)
-    if op is None or op.name != "arith.constant" or not isinstance(value.type, ir.IndexType):
-        return None
-    return int(ir.IntegerAttr(op.attributes["value"]).value)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -464,7 +457,7 @@ def _alias_problem(run: _Run) -> str | None:
     miss their dependences (CONTRACT.md, "Semantics")."""
     seen, written = _memrefs(run)
     for a, b in itertools.combinations(seen, 2):
-        if (a in written or b in written) and _alias.may_alias(a, b):
+        if (a in written or b in written) and may_alias(a, b):
             return "two arrays it accesses may overlap (an argument from a C pointer, or views)"
     return None
 
@@ -638,7 +631,7 @@ def _writes(op: ir.Operation, mem: ir.Value | None = None) -> bool:
     for inner in _walk([op]):
         if inner.name in ("affine.store", "memref.store"):
             target = inner.operands[1]
-            if mem is None or _alias.may_alias(target, mem):
+            if mem is None or may_alias(target, mem):
                 return True
         elif _culprit(inner) is not None:
             return True
@@ -654,7 +647,7 @@ def _touches(op: ir.Operation, home: _Home, run: _Run) -> bool:
             if access.mem == home.mem:
                 if not _never_same(inner, home, run):
                     return True
-            elif _alias.may_alias(access.mem, home.mem):
+            elif may_alias(access.mem, home.mem):
                 return True
         elif _culprit(inner) is not None:
             return True
@@ -738,7 +731,7 @@ def _home_of_carried(
         return None
     for op in _between(loop, store):  # they would see the element's new value too early
         if any(
-            _alias.may_alias(_Home.of(inner).mem, home.mem)
+            may_alias(_Home.of(inner).mem, home.mem)
             for inner in _walk([op])
             if inner.name in ("affine.load", "affine.store")
         ) or _writes(op, home.mem):
@@ -1003,7 +996,7 @@ class _Namer:
         name = ivs.get(value)
         if name is not None:
             return name
-        constant = _index_constant(value)
+        constant = index_constant(value)
         if constant is not None:
             return str(constant)
         if not self.run.defines(value):
@@ -1181,7 +1174,7 @@ def _unique_names(sites: Sequence[_Site]) -> list[str]:
     used: set[str] = set()
     out: list[str] = []
     for site in sites:
-        base = _report.statement_name(site.store.location) or "S"
+        base = statement_name(site.store.location) or "S"
         name, k = base, 0
         while name in used or (name == "S" and base == "S"):
             k += 1

@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import islpy as isl
 
-from polyflow.ir_names import PARALLEL_TILES_MARK
-
-from .budget import BudgetExhausted, isl_budget, step_budget
-from .isl_helpers import band_time, carries_dependence, sets_of
+from polyflow.ir.names import PARALLEL_TILES_MARK
+from polyflow.poly.budget import BudgetExhausted, isl_budget, step_budget
+from polyflow.poly.isl_helpers import band_time, carries_dependence, sets_of
 
 # Splits in all, the first included (lu and cholesky need two: step, then diagonal vs panels).
 MAX_SPLIT_LEVELS = 2

@@ -51,11 +51,11 @@ from mlir import ir
 from mlir.dialects import affine
 from mlir.passmanager import PassManager
 
-from polyflow.ir_names import (
+from polyflow.ir.aliasing import VIEW_OPS, may_alias, view_root
+from polyflow.ir.names import (
     INDEPENDENT_ATTR,
     REASSOCIATED_ATTR,
     REDUCTIONS_ATTR,
-    UNKNOWN_EXTENT_ATTR,
     WAVEFRONT_ATTR,
 )
 
@@ -86,11 +86,6 @@ _KINDS = {
 _KIND_CODES = {"addf": 0, "addi": 1, "andi": 2, "mulf": 12, "muli": 13, "ori": 14}
 _FLOAT_KINDS = frozenset({"addf", "mulf"})
 
-# Ops whose result is a view of their first operand: the same memory under another name.
-_VIEWS = frozenset(
-    "memref.subview memref.cast memref.reinterpret_cast memref.view memref.collapse_shape "
-    "memref.expand_shape memref.transpose memref.memory_space_cast memref.assume_alignment".split()
-)
 _READS = {"affine.load": 0, "memref.load": 0, "affine.vector_load": 0, "memref.dim": 0}
 
 
@@ -305,56 +300,6 @@ def _evaluate(
     return -(-lhs // rhs)  # ceildiv
 
 
-def _root(memref: ir.Value) -> ir.Value:
-    """The memref that `memref` is a view of (itself when it is no view)."""
-    while isinstance(memref, ir.OpResult) and memref.owner.name in _VIEWS:
-        memref = memref.owner.operands[0]
-    return memref
-
-
-def _has_unknown_extent(arg: ir.BlockArgument, fn: ir.Operation) -> bool:
-    if "arg_attrs" not in fn.attributes:
-        return False
-    attrs = ir.ArrayAttr(fn.attributes["arg_attrs"])
-    return UNKNOWN_EXTENT_ATTR in ir.DictAttr(attrs[arg.arg_number])
-
-
-def _origin(memref: ir.Value, fn: ir.Operation) -> tuple[str, Any]:
-    """Where a root memref comes from: ('argument', value), ('allocation', value),
-    ('global', name) or ('unknown', value)."""
-    if isinstance(memref, ir.BlockArgument):
-        owner = memref.owner.owner
-        if owner is not None and owner.operation == fn and memref.owner == fn.regions[0].blocks[0]:
-            return ("argument", memref)
-        return ("unknown", memref)
-    op = memref.owner
-    if op.name in ("memref.alloca", "memref.alloc"):
-        return ("allocation", memref)
-    if op.name == "memref.get_global":
-        return ("global", ir.FlatSymbolRefAttr(op.attributes["name"]).value)
-    return ("unknown", memref)
-
-
-def may_alias(a: ir.Value, b: ir.Value, fn: ir.Operation) -> bool:
-    """Whether two distinct memref values of function `fn` may address the same memory.
-
-    Views of one memref alias; an allocation is disjoint from everything else, distinct
-    globals are disjoint; distinct arguments are disjoint unless one came from a C pointer
-    (`polyflow.unknown_extent`: the alias guard could not check it); an argument may be a
-    global; anything else may be anything."""
-    kind_a, what_a = _origin(_root(a), fn)
-    kind_b, what_b = _origin(_root(b), fn)
-    if kind_a == kind_b and what_a == what_b:
-        return True
-    if "unknown" in (kind_a, kind_b):
-        return True
-    if "allocation" in (kind_a, kind_b):
-        return False
-    if kind_a == kind_b == "argument":
-        return _has_unknown_extent(what_a, fn) or _has_unknown_extent(what_b, fn)
-    return kind_a != kind_b  # global vs global: distinct names; argument vs global: maybe one
-
-
 def _aliasing_conflict(loop: ir.Operation, fn: ir.Operation) -> bool:
     """Whether `loop` accesses two distinct memrefs that may alias, one of them written, of the
     same element type, or a view made inside it (one SSA value that may address different
@@ -375,12 +320,12 @@ def _aliasing_conflict(loop: ir.Operation, fn: ir.Operation) -> bool:
             if not isinstance(operand.type, ir.MemRefType):
                 continue
             if _defined_inside(operand, loop):
-                if not _defined_inside(_root(operand), loop):
+                if not _defined_inside(view_root(operand), loop):
                     local_view = True
                 continue  # memory allocated in the loop is private to an iteration
             if op.name in _READS and index == _READS[op.name]:
                 note(operand, False)
-            elif op.name in _VIEWS and index == 0:
+            elif op.name in VIEW_OPS and index == 0:
                 continue  # the view's own uses are seen where they happen
             else:  # a store, or an op that may write through it
                 note(operand, True)
@@ -394,7 +339,7 @@ def _aliasing_conflict(loop: ir.Operation, fn: ir.Operation) -> bool:
             if not (a_written or b_written):
                 continue
             same_type = ir.MemRefType(a.type).element_type == ir.MemRefType(b.type).element_type
-            if same_type and may_alias(a, b, fn):
+            if same_type and may_alias(a, b):
                 return True
     return False
 
@@ -775,7 +720,6 @@ __all__ = [
     "float_reductions",
     "loop_reductions",
     "make_parallel",
-    "may_alias",
     "memory_parallel_loops",
     "parallelize",
 ]

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import islpy as isl
 
-from .budget import BudgetExhausted, isl_budget, step_budget
-from .isl_helpers import flow, maps_of, padded_schedule, schedule_tree
+from polyflow.poly.budget import BudgetExhausted, isl_budget, step_budget
+from polyflow.poly.isl_helpers import flow, maps_of, padded_schedule, schedule_tree
 
 if TYPE_CHECKING:
     from polyflow.options import Options

@@ -56,7 +56,7 @@ import islpy as isl
 from mlir import ir
 from mlir.dialects import affine, memref
 
-from polyflow.ir_names import NOT_AFFINE_ATTR
+from polyflow.ir.names import NOT_AFFINE_ATTR
 
 DEFAULT_MAX_SCRATCHPAD_BYTES = 64 * 1024 * 1024
 # Scratchpads of static shape up to this size live on the stack (an 8 MiB main stack, and OpenMP

@@ -21,7 +21,8 @@ from itertools import permutations
 
 import islpy as isl
 
-from .isl_helpers import maps_of
+from polyflow.poly.isl_helpers import maps_of
+
 from .model import Scop
 
 # Arrays smaller than this stay in the last-level cache between the nests: no gain in fusing.

@@ -59,11 +59,11 @@ from typing import TYPE_CHECKING
 
 import islpy as isl
 
-from polyflow.ir_names import WAVEFRONT_MARK
+from polyflow.ir.names import WAVEFRONT_MARK
+from polyflow.poly.budget import step_budget
+from polyflow.poly.isl_helpers import carries_dependence, maps_of, sets_of
 
-from .budget import step_budget
 from .index_split import split_index_sets
-from .isl_helpers import carries_dependence, maps_of, sets_of
 from .panels import split_dependence_sources
 from .scheduler import check_schedule_legal
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import affine, arith, func, llvm, math, memref
 
-from polyflow.ir_names import CABI_PREFIX, GATHER_ATTR, NOALIAS_ATTR
+from polyflow.ir.names import CABI_PREFIX, GATHER_ATTR, NOALIAS_ATTR
 
 from . import syntax as ast
 from .checks import FLOATS, CheckedCall, CheckedComprehension, join

@@ -13,8 +13,7 @@ from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 from pycparser import c_ast
 
-from polyflow.backend.lower import has_parallel_loops
-from polyflow.backend.toolchain import openmp_library_dir
+from polyflow.drivers.sources import read_c_source
 from polyflow.errors import CompileError
 from polyflow.frontend.c import (
     CFunction,
@@ -26,10 +25,12 @@ from polyflow.frontend.c import (
 )
 from polyflow.frontend.c_parse import parse_c
 from polyflow.frontend.c_types import Array, Scalar, Unsupported, Void
-from polyflow.ir_names import CABI_PREFIX
+from polyflow.ir.names import CABI_PREFIX
+from polyflow.lowering.llvm_dialect import has_parallel_loops
 from polyflow.options import Options
 from polyflow.pipeline import PipelineResult, run_pipeline
-from polyflow.tune.cache import CompileCache, default_cache, module_key
+from polyflow.storage.cache import CompileCache, default_cache, module_key
+from polyflow.toolchain import openmp_library_dir
 
 _CTYPES = {
     ("float", 32, True): ctypes.c_float,
@@ -227,17 +228,7 @@ def compile_c(
 ) -> CompiledFunction:
     """JIT-compile function `entry` of a C file or C source string; returns a callable."""
     options = options or Options()
-    path = (
-        Path(source_or_path)
-        if isinstance(source_or_path, Path) or "\n" not in str(source_or_path)
-        else None
-    )
-    if path is not None and path.exists():
-        text, filename, source_dir = path.read_text(), str(source_or_path), path.resolve().parent
-    elif path is not None and str(source_or_path).endswith(".c"):
-        raise CompileError(f"cannot read '{source_or_path}'", file=str(source_or_path))
-    else:
-        text, filename, source_dir = str(source_or_path), "<input>", None
+    text, filename, source_dir = read_c_source(source_or_path)
     parsed = parse_c(text, filename, options, source_dir)
     cmod = emit_c_module(parsed)
     if entry in cmod.skipped:

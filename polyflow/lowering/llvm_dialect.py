@@ -5,7 +5,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.passmanager import PassManager
 
-from polyflow.ir_names import NOALIAS_ATTR
+from polyflow.ir.names import NOALIAS_ATTR
 
 # convert-math-to-llvm takes what LLVM has intrinsics for; math-to-libm the rest (tanh, erf...).
 # convert-vector-to-llvm: the micro-kernels' vector loads, stores, broadcasts and FMAs.

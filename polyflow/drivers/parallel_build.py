@@ -25,11 +25,11 @@ from pathlib import Path
 from mlir import ir
 
 from polyflow import forked
-from polyflow.backend.llvm_ir import compile_llvm_ir_to_object
-from polyflow.ir_names import symbol_name
+from polyflow.ir.functions import referenced_symbols
+from polyflow.ir.names import symbol_name
+from polyflow.lowering.llvm_ir import compile_llvm_ir_to_object
 from polyflow.options import Options
 from polyflow.pipeline import run_pipeline
-from polyflow.raising import referenced_symbols
 
 # A group of functions with fewer operations than this is not worth a process of its own (a
 # fork, a second `opt` and `llc`, and joining the objects cost ~40 ms): two 50-line loop nests are

@@ -9,8 +9,8 @@ from pathlib import Path
 from mlir import ir
 from mlir.dialects import llvm
 
-from polyflow.backend.toolchain import host_triple, llvm_bin
 from polyflow.options import Options
+from polyflow.toolchain import host_triple, llvm_bin
 
 
 def translate_to_llvm_ir(module: ir.Module) -> str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from polyflow.frontend.c import CFunction, CGlobal
 from polyflow.frontend.c_types import Array, Scalar, Void
-from polyflow.ir_names import CABI_PREFIX, TRAMPOLINE_PREFIX
+from polyflow.ir.names import CABI_PREFIX, TRAMPOLINE_PREFIX
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from polyflow.version import __version__
+
 DEFAULT_MAX_BYTES = 2 << 30
 
 SCHEMA = """
@@ -99,8 +101,6 @@ def compiler_versions(*, march: str = "") -> dict[str, str]:
 
 @functools.cache
 def _release_versions() -> tuple[tuple[str, str], ...]:
-    import polyflow
-
     def version_of(package: str) -> str:
         try:
             return metadata.version(package)
@@ -108,7 +108,7 @@ def _release_versions() -> tuple[tuple[str, str], ...]:
             return "unknown"
 
     return (
-        ("polyflow", polyflow.__version__),
+        ("polyflow", __version__),
         ("polyflow_code", code_fingerprint()),
         ("mlir", version_of("xtc-mlir-python-bindings")),
         ("isl", version_of("islpy")),

@@ -15,24 +15,23 @@ from typing import Literal
 
 from mlir import ir
 
-from polyflow.backend.c_splice import BodySpan, find_function_body, splice
-from polyflow.backend.llvm_ir import compile_llvm_ir_to_object
-from polyflow.backend.parallel_build import (
+from polyflow.drivers.c_splice import BodySpan, find_function_body, splice
+from polyflow.drivers.parallel_build import (
     GroupResult,
     build_groups,
     function_groups,
     worker_count,
 )
-from polyflow.backend.toolchain import openmp_library_dir
 from polyflow.errors import CompileError
 from polyflow.frontend.c import CFunction, CModule, emit_c_module
 from polyflow.frontend.c_parse import parse_c, preprocessor_flags
-from polyflow.ir_names import CABI_PREFIX
+from polyflow.ir.names import CABI_PREFIX
+from polyflow.lowering.llvm_ir import compile_llvm_ir_to_object
 from polyflow.options import EmitStage, Options
 from polyflow.pipeline import PipelineResult, run_pipeline
-from polyflow.raising import raising_enabled
 from polyflow.raising.report import RaiseReport
-from polyflow.tune.cache import CompileCache, default_cache, module_key
+from polyflow.storage.cache import CompileCache, default_cache, module_key
+from polyflow.toolchain import openmp_library_dir
 
 
 @dataclass
@@ -342,7 +341,7 @@ def _reporter(report: BuildReport, options: Options) -> Callable[[str, ir.Module
     def after_stage(name: str, module: ir.Module) -> None:
         if name == "affine":
             report.raising = RaiseReport.from_module(
-                module, enabled=raising_enabled(options)
+                module, enabled=options.raising_enabled
             )
 
     return after_stage

@@ -1,0 +1,46 @@
+"""`polyflow.raise_report`: what raising makes of the functions of a C file (`--report`'s
+first part), for users who want to know why a loop stays unoptimized."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from polyflow.drivers.sources import read_c_source
+from polyflow.frontend.c import emit_c_module
+from polyflow.frontend.c_parse import parse_c
+from polyflow.options import Options
+from polyflow.raising import raise_to_affine
+from polyflow.raising.report import RaiseReport
+
+
+def raise_report(
+    source_or_path: str | Path,
+    *,
+    functions: Sequence[str] | None = None,
+    options: Options | None = None,
+) -> RaiseReport:
+    """Compile a C file or C source string to MLIR, raise its functions (all that polyflow
+    compiles, or just `functions`) and report what raising made of each.
+
+    Raising runs whatever `options.raise_affine` and `opt_level` say: the report is about what
+    it does. The options still give the preprocessor settings (`include_dirs`, `defines`).
+    """
+    base = options or Options()
+    options = base.model_copy(update={"raise_affine": True, "opt_level": max(1, base.opt_level)})
+    text, filename, source_dir = read_c_source(source_or_path)
+    # The whole file is compiled, as in a build (so calls between its functions work, and calls
+    # to those left to the C compiler go through trampolines); only `functions` are raised.
+    cmod = emit_c_module(parse_c(text, filename, options, source_dir), external_calls=True)
+    only = tuple(functions) if functions is not None else None
+    start, cpu_start = time.perf_counter(), time.process_time()
+    module = raise_to_affine(cmod.module, options, functions=only)
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    report = RaiseReport.from_module(
+        module, functions=only, enabled=options.raising_enabled, seconds=seconds
+    )
+    skipped = {
+        name: exc.reason for name, exc in cmod.skipped.items() if only is None or name in only
+    }
+    return RaiseReport(report.functions, report.enabled, report.seconds, cpu_seconds, skipped)

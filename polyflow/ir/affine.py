@@ -1,0 +1,45 @@
+"""Reading affine IR back: constants, `affine.apply`s and the constraints of an `affine.if`, for
+the stages that reason about what the raised code says."""
+
+from __future__ import annotations
+
+from mlir import ir
+
+
+class Inexpressible(Exception):
+    """An affine expression outside what a linear form or the isl text can say."""
+
+
+def index_constant(value: ir.Value) -> int | None:
+    """The integer of an `index`-typed `arith.constant`, else None."""
+    owner = value.owner
+    if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
+        return None
+    if not isinstance(value.type, ir.IndexType):
+        return None
+    return int(ir.IntegerAttr(owner.operation.attributes["value"]).value)
+
+
+def affine_apply_of(value: ir.Value) -> tuple[ir.AffineMap, list[ir.Value]] | None:
+    """The map and operands of the `affine.apply` that defines `value`, else None."""
+    owner = value.owner
+    if isinstance(owner, ir.Block) or owner.operation.name != "affine.apply":
+        return None
+    amap = ir.AffineMapAttr(owner.operation.attributes["map"]).value
+    return amap, list(owner.operation.operands)
+
+
+def affine_if_condition(if_op: ir.Operation) -> tuple[list[ir.AffineExpr], list[bool], int]:
+    """An `affine.if`'s constraints (`e >= 0`, or `e == 0` where flagged) and its dim count.
+
+    The bindings cannot read the IntegerSet out of an IntegerSetAttr, so this re-reads the
+    set's text (`affine_set<(d0)[s0] : (d0 - 1 >= 0, s0 == 0)>`) as the map of its left sides.
+    """
+    text = str(if_op.attributes["condition"]).strip()
+    head, _, body = text[len("affine_set<") : -1].partition(" : ")
+    parts = [p.strip() for p in body.strip()[1:-1].split(",")]  # affine exprs have no commas
+    if not all(p.endswith((">= 0", "== 0")) for p in parts):
+        raise Inexpressible(text)
+    lhs = ", ".join(p[:-4].strip() for p in parts)
+    amap = ir.AffineMapAttr(ir.Attribute.parse(f"affine_map<{head} -> ({lhs})>")).value
+    return list(amap.results), [p.endswith("== 0") for p in parts], amap.n_dims

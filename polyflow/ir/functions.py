@@ -1,0 +1,99 @@
+"""Functions and symbols of a module: which functions the stages work on, the C names behind
+the copies the alias guard makes, and scratch modules that hold one function with just what it
+refers to (how each stage transforms a function on a copy, and swaps the copy in on success)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from mlir import ir
+
+from polyflow.ir.names import CABI_PREFIX, DISPATCHER_ATTR, NO_RAISE_ATTR, symbol_name
+
+
+def raisable_functions(module: ir.Module) -> Iterator[ir.Operation]:
+    """The functions raising works on: defined, not a C-ABI entry, not marked `no_raise`."""
+    for op in module.body.operations:
+        operation = op.operation
+        if operation.name != "func.func" or len(operation.regions[0].blocks) == 0:
+            continue
+        if symbol_name(operation).startswith(CABI_PREFIX) or NO_RAISE_ATTR in operation.attributes:
+            continue
+        yield operation
+
+
+def scratch_module(module: ir.Module, target: ir.Operation) -> tuple[ir.Module, ir.Operation]:
+    """A module holding a copy of `target`, declarations of the functions it references (so that
+    calls verify) and copies of the other top-level symbols it references (globals); and the
+    copy. Its size is that of `target`, not of `module`: a file of thousands of functions
+    stays linear to compile."""
+    names = referenced_symbols(target)
+    # a symbol table of the module costs its size: built only for a function that refers to
+    # something (most loop functions refer to nothing)
+    table = ir.SymbolTable(module.operation) if names else None
+    scratch = ir.Module.create(loc=module.operation.location)
+    with ir.InsertionPoint(scratch.body):
+        for name in sorted(names):
+            assert table is not None
+            if name not in table:
+                continue
+            operation = table[name]
+            if operation == target:
+                continue
+            if operation.name == "func.func":
+                declaration_of(operation)
+            else:
+                operation.clone()
+        copy = target.clone()
+    return scratch, copy
+
+
+def declaration_of(function: ir.Operation) -> ir.Operation:
+    """A private declaration of `function` (its name and type, no body), created at the current
+    insertion point with its location."""
+    return ir.Operation.create(
+        "func.func",
+        attributes={
+            "sym_name": function.attributes["sym_name"],
+            "function_type": function.attributes["function_type"],
+            "sym_visibility": ir.StringAttr.get("private"),
+        },
+        regions=1,
+        loc=function.location,
+    )
+
+
+def referenced_symbols(op: ir.Operation) -> set[str]:
+    """The names of the top-level symbols that `op` and the ops inside it refer to (callees,
+    globals), by the symbol references among their attributes."""
+    names: set[str] = set()
+
+    def collect(attr: ir.Attribute) -> None:
+        if isinstance(attr, ir.FlatSymbolRefAttr):
+            names.add(attr.value)
+        elif isinstance(attr, ir.SymbolRefAttr):
+            names.add(str(attr.value[0]))
+        elif isinstance(attr, ir.ArrayAttr):
+            for element in attr:
+                collect(element)
+
+    def visit(inner: ir.Operation) -> ir.WalkResult:
+        attributes = inner.attributes
+        for index in range(len(attributes)):
+            collect(attributes[index].attr)
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    return names
+
+
+def source_names(module: ir.Module) -> dict[str, str]:
+    """The C name of each function that stands for another: the alias guard's optimizable
+    copy `f.affine` stands for `f` (see alias_guard.py); the others are named as in C."""
+    out: dict[str, str] = {}
+    for op in module.body.operations:
+        operation = op.operation
+        if operation.name == "func.func" and DISPATCHER_ATTR in operation.attributes:
+            copy = ir.StringAttr(operation.attributes[DISPATCHER_ATTR]).value
+            out[copy] = symbol_name(operation)
+    return out
