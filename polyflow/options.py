@@ -23,6 +23,11 @@ class Options(BaseModel):
         le=3,
         description="0: no LLVM optimization; 1-3: LLVM -O3 (3 adds polyhedral passes once they exist)",
     )
+    target: Literal["cpu", "cuda"] = Field(
+        default="cpu",
+        description="what the code runs on: 'cpu' (OpenMP loops, vector micro-kernels); "
+        "'cuda' is refused until the GPU backend exists",
+    )
     march: str = Field(
         default="",
         description="target CPU for LLVM and the C compiler ('' = generic x86-64, 'native' = this machine)",

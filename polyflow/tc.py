@@ -18,6 +18,7 @@ elements no statement writes are 0.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,6 +111,40 @@ class TcFunction:
     def explain(self) -> str:
         """The inferred ranges of every statement and the shapes of the outputs."""
         return self.inferred.explain()
+
+    @property
+    def size_names(self) -> list[str]:
+        """The symbolic dimensions of the inputs (`M`, `K`, ...), sorted: what `module` needs."""
+        return sorted(
+            {
+                dim
+                for param in self.definition.inputs
+                for dim in (param.dims or ())
+                if isinstance(dim, str)
+            }
+        )
+
+    def module(self, sizes: Mapping[str, int]) -> tuple[Any, Any]:
+        """(an MLIR context, the frontend module in it) of this definition specialized to
+        `sizes` (each of `size_names`): what a compile without arrays at hand starts from."""
+        from mlir import ir
+
+        from polyflow.frontend.tc.lower import lower_definition
+
+        missing = [name for name in self.size_names if name not in sizes]
+        if missing:
+            raise CompileError(
+                f"{self.name} needs the size of every symbolic dimension: give "
+                f"{', '.join(missing)}",
+                file=self.file,
+            )
+        specialized = specialize(self.inferred, dict(sizes), source=self.source, file=self.file)
+        context = ir.Context()
+        with context, ir.Location.unknown():
+            module = lower_definition(
+                specialized, callees=self._callees, source=self.source, file=self.file
+            )
+        return context, module
 
     def mlir(self, stage: str = "mlir", *args: Any) -> str:
         """The IR after `stage` ('mlir', 'affine', 'affine-opt', 'llvm-dialect') for `args`'

@@ -256,9 +256,13 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             raise HTTPException(
                 413, f"the source is over the limit of {config.max_source_bytes} bytes"
             )
-        if body.target == "cuda":  # never compiled, so never cached
-            raise HTTPException(422, "target 'cuda' is not available in this build yet")
-        options = _checked_options(body.options)
+        if body.options.get("target", body.target) != body.target:
+            raise HTTPException(
+                422,
+                [{"loc": ["body", "options", "target"], "msg": "differs from the request's target"}],
+            )
+        # the compile entry refuses a target this build lacks (a 422 that names it)
+        options = _checked_options({**body.options, "target": body.target})
         key = cache_key(
             source=body.source,
             language=body.language,

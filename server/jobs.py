@@ -53,9 +53,10 @@ def run_job(request: dict[str, Any]) -> dict[str, Any]:
 def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     from mlir import ir
 
-    from polyflow.pipeline import run_pipeline
+    from polyflow.drivers.compile import check_target, compile_module
 
     options = Options(**request["options"])
+    check_target(options)
     keep = frozenset(request["emit"])
     timings: dict[str, float] = {}
     start = time.perf_counter()
@@ -65,41 +66,37 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     else:
         context, module, entry = _tc_module(request, options)
     timings["frontend"] = (time.perf_counter() - start) * 1e3
+    # the service keeps results itself (by request, in front of the workers): no cache here
     with context, ir.Location.unknown():
-        result = run_pipeline(module, options, stop_after="llvm", keep=keep)
-    timings.update({name: seconds * 1e3 for name, seconds in result.timings.items()})
-    assert result.llvm_ir is not None  # stop_after="llvm" always reaches it
-    diagnostics = [{"severity": "warning", "message": w} for w in result.warnings]
-    diagnostics += [{"severity": "note", "message": n} for n in result.notes]
+        compiled = compile_module(module, options, produce="object", keep=keep, cache=None, workers=1)
+    timings.update({name: seconds * 1e3 for name, seconds in compiled.timings.items()})
+    diagnostics = [{"severity": "warning", "message": w} for w in compiled.warnings]
+    diagnostics += [{"severity": "note", "message": n} for n in compiled.notes]
     start = time.perf_counter()
-    artifacts = _binaries(result.llvm_ir, options, diagnostics)
-    timings["object"] = (time.perf_counter() - start) * 1e3
+    artifacts = _binaries(compiled.object, compiled.openmp, diagnostics)
+    timings["link"] = (time.perf_counter() - start) * 1e3
     if header is not None:
         artifacts["kernel.h"] = header.encode()
     response = {
         "entry": entry,
         "diagnostics": diagnostics,
-        "stages": {name: text for name, text in result.stages.items() if name in keep},
+        "stages": {name: text for name, text in compiled.stages.items() if name in keep},
         "artifacts": {name: base64.b64encode(data).decode() for name, data in artifacts.items()},
         "timings": timings,
     }
-    return response, result.cacheable
+    return response, compiled.cacheable
 
 
-def _binaries(
-    llvm_ir: str, options: Options, diagnostics: list[dict[str, str]]
-) -> dict[str, bytes]:
+def _binaries(obj: bytes, openmp: bool, diagnostics: list[dict[str, str]]) -> dict[str, bytes]:
     """kernel.o (position-independent) and kernel.so, linked against the OpenMP runtime when
     the code has parallel loops (the client then needs libiomp5 at run time; a note says so)."""
-    from polyflow.drivers.build import uses_openmp
-    from polyflow.lowering.llvm_ir import compile_llvm_ir_to_object
-    from polyflow.toolchain import openmp_library_dir
+    from polyflow.drivers.objects import openmp_link_flags
 
     with tempfile.TemporaryDirectory(prefix="polyflow-serve-") as tmp:
-        obj = compile_llvm_ir_to_object(llvm_ir, Path(tmp) / "kernel.o", options)
+        (Path(tmp) / "kernel.o").write_bytes(obj)
         runtime: list[str] = []
-        if uses_openmp(llvm_ir):
-            runtime = [f"-L{openmp_library_dir()}", "-liomp5"]
+        if openmp:
+            runtime = openmp_link_flags("<input>", rpath=False)
             diagnostics.append(
                 {
                     "severity": "note",
@@ -109,13 +106,13 @@ def _binaries(
             )
         shared = Path(tmp) / "kernel.so"
         linked = subprocess.run(
-            ["cc", "-shared", "-o", str(shared), str(obj), "-lm", *runtime],
+            ["cc", "-shared", "-o", str(shared), str(Path(tmp) / "kernel.o"), "-lm", *runtime],
             capture_output=True,
             text=True,
         )
         if linked.returncode != 0:  # the object is ours: a link failure is our bug
             raise RuntimeError(f"linking kernel.so failed: {linked.stderr.strip()}")
-        return {"kernel.o": obj.read_bytes(), "kernel.so": shared.read_bytes()}
+        return {"kernel.o": obj, "kernel.so": shared.read_bytes()}
 
 
 def _c_header(cmod: Any) -> str:
@@ -184,13 +181,11 @@ def check_includes(source: str) -> None:
 def _c_module(request: dict[str, Any], options: Options) -> tuple[Any, Any, str | None, str]:
     """(the MLIR context, the module in it, the entry, the C header of its functions) of a C
     request."""
-    from polyflow.frontend.c import emit_c_module
-    from polyflow.frontend.c_parse import parse_c
+    from polyflow.drivers.sources import c_module
 
     check_includes(request["source"])
-    parsed = parse_c(request["source"], "<input>", options, None)
     entry = request.get("entry")
-    cmod = emit_c_module(parsed, only=(entry,) if entry else None)
+    cmod = c_module(request["source"], "<input>", options, only=(entry,) if entry else None)
     if entry and entry not in cmod.functions:
         known = ", ".join(sorted(cmod.functions)) or "none"
         reason = cmod.skipped.get(entry)
@@ -203,39 +198,18 @@ def _c_module(request: dict[str, Any], options: Options) -> tuple[Any, Any, str 
 
 def _tc_module(request: dict[str, Any], options: Options) -> tuple[Any, Any, str | None]:
     """(the MLIR context, the module in it, the entry) of a TC request."""
-    from mlir import ir
-
     import polyflow.tc as tc
-    from polyflow.frontend.tc.lower import lower_definition
-    from polyflow.frontend.tc.ranges import specialize
 
     try:
         fn = tc.define(request["source"], name=request.get("entry"), options=options)
     except ValueError as exc:  # no such definition, or several and no entry
         raise CompileError(str(exc), file="<tc>") from exc
-    sizes = dict(request.get("sizes") or {})
-    needed = sorted(
-        {
-            dim
-            for param in fn.definition.inputs
-            for dim in (param.dims or ())
-            if isinstance(dim, str)
-        }
-    )
-    missing = [name for name in needed if name not in sizes]
+    missing = [name for name in fn.size_names if name not in (request.get("sizes") or {})]
     if missing:
         raise CompileError(
             f"a TC compile needs the size of every symbolic dimension: give 'sizes' for "
             f"{', '.join(missing)}",
             file="<tc>",
         )
-    specialized = specialize(fn.inferred, sizes, source=fn.source, file=fn.file)
-    context = ir.Context()
-    with context, ir.Location.unknown():
-        module = lower_definition(
-            specialized,
-            callees=fn._callees,  # the definitions it may call
-            source=fn.source,
-            file=fn.file,
-        )
+    context, module = fn.module(request.get("sizes") or {})
     return context, module, fn.name

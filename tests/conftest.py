@@ -7,8 +7,19 @@ from __future__ import annotations
 import os
 import tempfile
 
+import pytest
+
 
 def pytest_configure() -> None:
     os.environ["POLYFLOW_CACHE"] = "off"
     # and should one be turned on without a directory: never the user's own cache
     os.environ["POLYFLOW_CACHE_DIR"] = tempfile.mkdtemp(prefix="polyflow-test-cache-")
+
+
+@pytest.fixture
+def compile_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compiles run in this process, not in forked workers: for tests that watch calls to the
+    stages, or change them in process (workers would count, or run, in theirs)."""
+    from polyflow.drivers import compile as entry
+
+    monkeypatch.setattr(entry, "worker_count", lambda: 1)

@@ -145,15 +145,8 @@ def test_a_larger_budget_schedules_what_the_default_did_not(tmp_path: Path) -> N
     assert not [n for n in enough.notes if "isl budget" in n] and enough.schedules
 
 
-def _build_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Functions compiled in this process, not in forked workers (for tests that watch calls)."""
-    from polyflow.drivers import build as driver
-
-    monkeypatch.setattr(driver, "function_groups", lambda module, count: None)
-
-
 def test_scheduling_past_its_budget_tries_once_more_without_fusion(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compile_in_this_process: None
 ) -> None:
     import polyflow.schedule as stage
 
@@ -169,7 +162,6 @@ def test_scheduling_past_its_budget_tries_once_more_without_fusion(
     from polyflow.schedule.scheduler import SchedulingBudgetExhausted as budget_error
 
     monkeypatch.setattr(stage, "schedule_scop", fussy)
-    _build_in_one_process(monkeypatch)  # where `fusions` sees the calls
     report = _build_and_compare(_hard(SCHEDULED, tmp_path), tmp_path, O3)
     assert fusions[:2] == ["smart", "min"]
     assert any(

@@ -97,7 +97,7 @@ def test_find_function_body_skips_comments_strings_and_prototypes() -> None:
 
 
 def test_openmp_functions_names_the_c_functions_that_fork() -> None:
-    from polyflow.drivers.build import openmp_functions
+    from polyflow.drivers.objects import openmp_functions
 
     llvm_ir = """define void @__polyflow_kernel_a(ptr %0) {
   call void (ptr, i32, ptr, ...) @__kmpc_fork_call(ptr @1, i32 1, ptr @kernel_a.affine..omp_par)

@@ -158,11 +158,12 @@ def test_backend_failure_falls_back_to_the_c_compiler(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import polyflow.drivers.build as driver
+    import polyflow.drivers.compile as entry
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("llc failed: simulated")
 
-    monkeypatch.setattr(driver, "run_pipeline", broken)
+    monkeypatch.setattr(entry, "run_pipeline", broken)
     src = _write_program(tmp_path)
     exe = tmp_path / "prog"
     report = driver.build_program(

@@ -26,7 +26,7 @@ from mlir.runtime import get_ranked_memref_descriptor
 
 import polyflow
 from polyflow import pipeline
-from polyflow.drivers import build as driver
+from polyflow.drivers import compile as entry
 from polyflow.lowering.llvm_dialect import lower_to_llvm_dialect
 from polyflow.options import Options
 from polyflow.poly import isl_helpers as ih
@@ -379,13 +379,13 @@ def _build_and_run(
     saved = pipeline.MODULE_STAGES[:]
     pipeline.MODULE_STAGES[:] = stages
     # the counts are kept by this process: no parallel workers (they would count in theirs)
-    groups = driver.function_groups
-    driver.function_groups = lambda module, count: None  # type: ignore[assignment]
+    cores = entry.worker_count
+    entry.worker_count = lambda: 1  # type: ignore[assignment]
     try:
         polyflow.build_program(source, exe, options=options)
     finally:
         pipeline.MODULE_STAGES[:] = saved
-        driver.function_groups = groups  # type: ignore[assignment]
+        entry.worker_count = cores  # type: ignore[assignment]
     args = difftest.read_header(source).args
     run = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 or source.parent.name == "programs", run.stderr

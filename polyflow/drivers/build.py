@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import re
 import subprocess
 import tempfile
 import time
@@ -16,21 +14,15 @@ from typing import Literal
 from mlir import ir
 
 from polyflow.drivers.c_splice import BodySpan, find_function_body, splice
-from polyflow.drivers.parallel_build import (
-    GroupResult,
-    build_groups,
-    function_groups,
-    worker_count,
-)
+from polyflow.drivers.compile import Compiled, compile_module
+from polyflow.drivers.objects import openmp_link_flags
+from polyflow.drivers.sources import c_module
 from polyflow.errors import CompileError
-from polyflow.frontend.c import CFunction, CModule, emit_c_module
-from polyflow.frontend.c_parse import parse_c, preprocessor_flags
-from polyflow.ir.names import CABI_PREFIX
-from polyflow.lowering.llvm_ir import compile_llvm_ir_to_object
+from polyflow.frontend.c import CFunction, CModule
+from polyflow.frontend.c_parse import preprocessor_flags
 from polyflow.options import EmitStage, Options
-from polyflow.pipeline import PipelineResult, run_pipeline
 from polyflow.raising.report import RaiseReport
-from polyflow.storage.cache import CompileCache, default_cache, module_key
+from polyflow.storage.cache import CompileCache, default_cache
 from polyflow.toolchain import openmp_library_dir
 
 
@@ -119,8 +111,15 @@ def build_program(
     report = BuildReport(output=output)
     start = time.perf_counter()
     text, filename, source_dir = _read_source(source)
-    parsed = parse_c(text, filename, options, source_dir, elide_initializers=True)
-    cmod = emit_c_module(parsed, only=options.functions, external_calls=emit == "exe")
+    cmod = c_module(
+        text,
+        filename,
+        options,
+        source_dir,
+        only=options.functions,
+        external_calls=emit == "exe",
+        elide_initializers=True,
+    )
     report.timings["frontend"] = time.perf_counter() - start
     for name, exc in cmod.skipped.items():
         report.leave_to_cc(name, exc.where or filename, exc.reason)
@@ -140,14 +139,18 @@ def build_program(
             if raise_report:  # the output is written: raising may change the module now
                 _record(
                     report,
-                    run_pipeline(
-                        cmod.module, options, stop_after="affine", after_stage=after_stage
+                    compile_module(
+                        cmod.module,
+                        options,
+                        produce="ir",
+                        stop_after="affine",
+                        after_stage=after_stage,
                     ),
                 )
             return report
         if emit == "obj":
             built = _kernel_object(cmod, options, cache, report, after_stage)
-            output.write_bytes(built.data)
+            output.write_bytes(built.object)
             if built.openmp:
                 report.parallel = True
                 report.warnings.append(
@@ -156,9 +159,10 @@ def build_program(
                 )
             return report
         if emit != "exe":
-            result = run_pipeline(
+            result = compile_module(
                 cmod.module,
                 options,
+                produce="ir",
                 stop_after=_STOP_AFTER.get(emit, "llvm"),
                 after_stage=after_stage,
             )
@@ -173,7 +177,7 @@ def build_program(
         )
         # cc compiles the rest of the file while polyflow compiles its functions
         rest_job = _RestCompile(spliced, rest, options, source_dir, filename)
-        kernels: KernelObject | None = None
+        kernels: Compiled | None = None
         try:
             try:
                 with cmod.context:
@@ -188,7 +192,7 @@ def build_program(
             start = time.perf_counter()
             objects: list[str] = []
             if bodies and kernels is not None:
-                (Path(tmp) / "kernels.o").write_bytes(kernels.data)
+                (Path(tmp) / "kernels.o").write_bytes(kernels.object)
                 objects.append(str(Path(tmp) / "kernels.o"))
             rest_job.wait()
         finally:
@@ -196,7 +200,7 @@ def build_program(
         if objects and kernels is not None and kernels.openmp:
             report.parallel = True
             report.parallel_functions = kernels.parallel_functions
-        runtime = _openmp_link_flags(filename) if report.parallel else []
+        runtime = openmp_link_flags(filename) if report.parallel else []
         _run_cc(
             [options.cc, "-o", str(output), str(rest), *objects, "-lm", *runtime],
             "linking",
@@ -215,118 +219,24 @@ _STOP_AFTER = {
 }
 
 
-@dataclass
-class KernelObject:
-    """The object file of a module's compiled functions, whether it calls the OpenMP runtime
-    (linking it needs libiomp5), and the C functions in it that fork threads."""
-
-    data: bytes
-    openmp: bool
-    parallel_functions: list[str]
-
-
 def _kernel_object(
     cmod: CModule,
     options: Options,
     cache: CompileCache | None,
     report: BuildReport,
     after_stage: Callable[[str, ir.Module], None] | None,
-) -> KernelObject:
-    """The object of `cmod`'s functions: from `cache` (what the compile said is replayed into
-    `report`), else through the pipeline and llc, then stored. Runs in the module's context."""
-    key = None
-    if cache is not None:
-        start = time.perf_counter()
-        key = module_key(cmod.module, options, "cpu-object")
-        stored = cache.get_json(key)
-        if stored is not None:
-            report.warnings += stored["warnings"]
-            report.notes += stored["notes"]
-            report.schedules.update(stored["schedules"])
-            report.timings["cache"] = time.perf_counter() - start
-            report.cached = True
-            return KernelObject(
-                base64.b64decode(stored["object"]), stored["openmp"], stored["parallel_functions"]
-            )
-    workers = worker_count()
-    groups = function_groups(cmod.module, workers) if after_stage is None else None
-    if groups is not None:
-        # many functions: groups of them through the pipeline and llc in parallel processes
-        start = time.perf_counter()
-        built = build_groups(cmod.module, groups, options, workers)
-        _record(report, built)  # stage timings summed over the workers
-        processes = min(workers, len(groups))
-        report.timings[f"workers ({processes}, {len(groups)} groups, wall)"] = (
-            time.perf_counter() - start
-        )
-        forking = [text for text in built.llvm_ir if uses_openmp(text)]
-        functions = sorted({name for text in forking for name in openmp_functions(text)})
-        kernels = KernelObject(built.data, bool(forking), functions)
-        warnings, notes, schedules = built.warnings, built.notes, built.schedules
-        cacheable = built.cacheable
-    else:
-        result = run_pipeline(cmod.module, options, stop_after="llvm", after_stage=after_stage)
-        _record(report, result)
-        llvm_ir = result.llvm_ir or ""
-        start = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="polyflow-obj-") as tmp:
-            data = compile_llvm_ir_to_object(
-                llvm_ir, Path(tmp) / "kernels.o", options
-            ).read_bytes()
-        report.timings["llc"] = time.perf_counter() - start
-        openmp = uses_openmp(llvm_ir)
-        kernels = KernelObject(data, openmp, openmp_functions(llvm_ir) if openmp else [])
-        warnings, notes, schedules = result.warnings, result.notes, result.schedules
-        cacheable = result.cacheable
-    if cache is not None and key is not None and cacheable:
-        cache.put_json(
-            key,
-            {
-                "object": base64.b64encode(kernels.data).decode(),
-                "openmp": kernels.openmp,
-                "parallel_functions": kernels.parallel_functions,
-                "warnings": warnings,
-                "notes": notes,
-                "schedules": schedules,
-            },
-        )
-    return kernels
+) -> Compiled:
+    """The object of `cmod`'s functions (`compile_module`), what the compile said recorded into
+    `report`. Runs in the module's context."""
+    compiled = compile_module(
+        cmod.module, options, produce="object", cache=cache, after_stage=after_stage
+    )
+    _record(report, compiled)
+    report.cached = compiled.cached
+    return compiled
 
 
-def uses_openmp(llvm_ir: str) -> bool:
-    """Whether LLVM IR calls the OpenMP runtime (it has parallel loops)."""
-    return "@__kmpc_" in llvm_ir
-
-
-_DEFINE = re.compile(r"^define\b[^@]*@([\w.$]+)\(")
-
-
-def openmp_functions(llvm_ir: str) -> list[str]:
-    """The C functions whose compiled body starts OpenMP threads (calls `__kmpc_fork_call`),
-    by their C name, sorted."""
-    found: set[str] = set()
-    current: str | None = None
-    for line in llvm_ir.splitlines():
-        if line.startswith("define"):
-            match = _DEFINE.match(line)
-            current = match.group(1) if match else None
-        elif current is not None and "@__kmpc_fork_call(" in line:
-            found.add(current.removeprefix(CABI_PREFIX).split(".")[0])
-    return sorted(found)
-
-
-def _openmp_link_flags(filename: str) -> list[str]:
-    """Link with libiomp5 from the intel-openmp wheel, found at run time through the rpath."""
-    directory = openmp_library_dir()
-    if directory is None:  # the pipeline parallelizes nothing without it: a bug if reached
-        raise CompileError(
-            "parallel code needs the OpenMP runtime libiomp5 (pip install intel-openmp)",
-            file=filename,
-        )
-    return [f"-L{directory}", "-liomp5", f"-Wl,-rpath,{directory}"]
-
-
-def _record(report: BuildReport, result: PipelineResult | GroupResult) -> None:
+def _record(report: BuildReport, result: Compiled) -> None:
     report.timings.update(result.timings)
     report.warnings += result.warnings
     report.notes += result.notes
@@ -347,7 +257,7 @@ def _reporter(report: BuildReport, options: Options) -> Callable[[str, ir.Module
     return after_stage
 
 
-def _write_stage(result: PipelineResult, emit: EmitStage, output: Path, options: Options) -> None:
+def _write_stage(result: Compiled, emit: EmitStage, output: Path, options: Options) -> None:
     if emit in ("affine", "affine-opt", "llvm-dialect"):
         output.write_text(str(result.module))
     elif emit == "schedule":

@@ -3,33 +3,29 @@
 from __future__ import annotations
 
 import ctypes
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 from pycparser import c_ast
 
-from polyflow.drivers.sources import read_c_source
+from polyflow.drivers.compile import Compiled, compile_module
+from polyflow.drivers.sources import c_module, read_c_source
 from polyflow.errors import CompileError
 from polyflow.frontend.c import (
     CFunction,
     CGlobal,
     CModule,
     FileScope,
-    emit_c_module,
     flatten_initializer,
 )
-from polyflow.frontend.c_parse import parse_c
 from polyflow.frontend.c_types import Array, Scalar, Unsupported, Void
 from polyflow.ir.names import CABI_PREFIX
 from polyflow.lowering.llvm_dialect import has_parallel_loops
 from polyflow.options import Options
-from polyflow.pipeline import PipelineResult, run_pipeline
-from polyflow.storage.cache import CompileCache, default_cache, module_key
+from polyflow.storage.cache import CompileCache
 from polyflow.toolchain import openmp_library_dir
 
 _CTYPES = {
@@ -229,8 +225,7 @@ def compile_c(
     """JIT-compile function `entry` of a C file or C source string; returns a callable."""
     options = options or Options()
     text, filename, source_dir = read_c_source(source_or_path)
-    parsed = parse_c(text, filename, options, source_dir)
-    cmod = emit_c_module(parsed)
+    cmod = c_module(text, filename, options, source_dir)
     if entry in cmod.skipped:
         raise _error_at(cmod.skipped[entry], filename, f"cannot compile '{entry}'")
     if entry not in cmod.functions:
@@ -253,48 +248,12 @@ def compile_c(
 
 def jit_module(
     module: Any, options: Options, cache: CompileCache | Literal["default"] | None = "default"
-) -> tuple[ExecutionEngine, PipelineResult]:
-    """`module` (frontend MLIR) through the pipeline and into an execution engine, keeping the
-    IR of every MLIR stage; run inside the module's context. When `cache` (default: the shared
-    compile cache) holds the lowered module for the same input MLIR, options and compiler, the
-    pipeline is skipped and only the JIT compiles."""
-    if cache == "default":
-        cache = default_cache()
-    key = None
-    if cache is not None:
-        start = time.perf_counter()
-        key = module_key(module, options, "cpu-jit")
-        stored = cache.get_json(key)
-        if stored is not None:
-            lowered = ir.Module.parse(stored["stages"]["llvm-dialect"])
-            result = PipelineResult(
-                module=lowered,
-                stages=stored["stages"],
-                timings={"cache": time.perf_counter() - start},
-                warnings=stored["warnings"],
-                notes=stored["notes"],
-                schedules=stored["schedules"],
-                cached=True,
-            )
-            return _engine(lowered, options), result
-    result = run_pipeline(
-        module,
-        options,
-        stop_after="llvm-dialect",
-        keep=frozenset({"mlir", "affine", "affine-opt", "llvm-dialect"}),
-    )
-    engine = _engine(result.module, options)
-    if cache is not None and key is not None and result.cacheable:
-        cache.put_json(
-            key,
-            {
-                "stages": result.stages,
-                "warnings": result.warnings,
-                "notes": result.notes,
-                "schedules": result.schedules,
-            },
-        )
-    return engine, result
+) -> tuple[ExecutionEngine, Compiled]:
+    """`module` (frontend MLIR) through the one compile entry (`compile_module`, through
+    `cache`) and into an execution engine, keeping the IR of every MLIR stage; run inside the
+    module's context. On a cache hit only the JIT compiles."""
+    compiled = compile_module(module, options, produce="jit", cache=cache)
+    return _engine(compiled.module, options), compiled
 
 
 def _engine(lowered: Any, options: Options) -> ExecutionEngine:

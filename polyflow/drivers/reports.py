@@ -7,9 +7,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from polyflow.drivers.sources import read_c_source
-from polyflow.frontend.c import emit_c_module
-from polyflow.frontend.c_parse import parse_c
+from polyflow.drivers.sources import c_module, read_c_source
 from polyflow.options import Options
 from polyflow.raising import raise_to_affine
 from polyflow.raising.report import RaiseReport
@@ -32,7 +30,7 @@ def raise_report(
     text, filename, source_dir = read_c_source(source_or_path)
     # The whole file is compiled, as in a build (so calls between its functions work, and calls
     # to those left to the C compiler go through trampolines); only `functions` are raised.
-    cmod = emit_c_module(parse_c(text, filename, options, source_dir), external_calls=True)
+    cmod = c_module(text, filename, options, source_dir, external_calls=True)
     only = tuple(functions) if functions is not None else None
     start, cpu_start = time.perf_counter(), time.process_time()
     module = raise_to_affine(cmod.module, options, functions=only)

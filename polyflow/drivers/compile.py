@@ -1,0 +1,219 @@
+"""The one compile entry: a frontend module and options in; an object file, code to load in this
+process, or a stage's IR out; through the compile cache.
+
+Every user reaches it: `polyflow build` (objects), `compile_c` and `polyflow.tc` (code for the
+JIT), the service's workers (objects and stage text). A new target or stage plugs in here once:
+the cache key, the record kept in the cache, the replay of what the compile said on a hit and the
+split of large modules over worker processes are the same for all of them.
+"""
+
+from __future__ import annotations
+
+import base64
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from mlir import ir
+
+from polyflow.drivers.objects import openmp_functions, uses_openmp
+from polyflow.drivers.parallel_build import build_groups, function_groups, worker_count
+from polyflow.errors import CompileError
+from polyflow.lowering.llvm_ir import compile_llvm_ir_to_object
+from polyflow.options import Options
+from polyflow.pipeline import PipelineResult, run_pipeline
+from polyflow.storage.cache import CompileCache, default_cache, module_key
+
+# What a compile produces:
+#   object  the object file of the module's functions (and whether it forks OpenMP threads)
+#   jit     the module lowered to the LLVM dialect, for an ExecutionEngine in this process
+#   ir      the module after the stage `stop_after` (never cached: it is read to see a stage)
+Product = Literal["object", "jit", "ir"]
+
+# The targets code can be compiled for today; `Options.target` names one.
+AVAILABLE_TARGETS = frozenset({"cpu"})
+
+# The stages a JIT compile keeps, for `CompiledFunction.mlir(stage)` and `TcFunction.mlir`.
+JIT_STAGES = frozenset({"mlir", "affine", "affine-opt", "llvm-dialect"})
+
+
+@dataclass
+class Compiled:
+    """What a compile produced and said: the final module (for `jit`, the lowered module; for a
+    cache hit, parsed from the cache), the object's bytes (`object`), whether that code calls
+    the OpenMP runtime and which C functions fork threads, each kept stage's text, the warnings
+    (a function left unraised, and why), the polyhedral stage's notes and schedule trees, the
+    time of each step, and whether it came from the cache."""
+
+    module: ir.Module | None = None
+    object: bytes = b""
+    openmp: bool = False
+    parallel_functions: list[str] = field(default_factory=list)
+    llvm_ir: str | None = None
+    stages: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    schedules: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    cached: bool = False
+    # False when a function ran past `Options.compile_timeout`: the result depends on the
+    # machine's speed, so no cache may keep it
+    cacheable: bool = True
+
+
+def check_target(options: Options, filename: str = "<input>") -> None:
+    """Refuse, with a CompileError, a target this build cannot compile for."""
+    if options.target not in AVAILABLE_TARGETS:
+        raise CompileError(
+            f"target '{options.target}' is not available in this build yet "
+            f"(available: {', '.join(sorted(AVAILABLE_TARGETS))})",
+            file=filename,
+        )
+
+
+def compile_module(
+    module: ir.Module,
+    options: Options,
+    *,
+    produce: Product = "object",
+    stop_after: str = "llvm",
+    keep: frozenset[str] = frozenset(),
+    cache: CompileCache | Literal["default"] | None = "default",
+    after_stage: Callable[[str, ir.Module], None] | None = None,
+    workers: int | None = None,
+) -> Compiled:
+    """Compile `module` (frontend MLIR, in place; run inside its context) into `produce`.
+
+    `cache` ("default": the shared compile cache, off with `POLYFLOW_CACHE=off`; None: none)
+    holds results by the module's bytecode (with locations), the options, `produce`, `keep` and
+    the compiler's versions. `keep` names stages whose text the result carries (`jit` always
+    keeps `JIT_STAGES`); `after_stage(name, module)` is called after each MLIR stage (the
+    raising report reads the IR there) and turns the cache off. A module of many functions is
+    compiled into an object by up to `workers` processes (None: one per core this process may
+    use; 1: in this process) when neither asks for the IR in between.
+    """
+    check_target(options)
+    if produce == "ir":
+        return _from_pipeline(
+            run_pipeline(module, options, stop_after=stop_after, keep=keep, after_stage=after_stage)
+        )
+    if produce == "jit":
+        keep = keep | JIT_STAGES
+    if cache == "default":
+        cache = default_cache()
+    if after_stage is not None:
+        cache = None  # the caller reads the IR as it is compiled: it must be compiled
+    key = None
+    if cache is not None:
+        start = time.perf_counter()
+        kind = f"{options.target}-{produce}" + (f"+{','.join(sorted(keep))}" if keep else "")
+        key = module_key(module, options, kind)
+        stored = cache.get_json(key)
+        if stored is not None:
+            compiled = _from_record(stored, produce)
+            compiled.timings["cache"] = time.perf_counter() - start
+            return compiled
+    if produce == "jit":
+        compiled = _from_pipeline(
+            run_pipeline(
+                module, options, stop_after="llvm-dialect", keep=keep, after_stage=after_stage
+            )
+        )
+    else:
+        compiled = _object(module, options, keep, after_stage, workers or worker_count())
+    if cache is not None and key is not None and compiled.cacheable:
+        cache.put_json(key, _record(compiled, produce))
+    return compiled
+
+
+def _object(
+    module: ir.Module,
+    options: Options,
+    keep: frozenset[str],
+    after_stage: Callable[[str, ir.Module], None] | None,
+    workers: int,
+) -> Compiled:
+    groups = function_groups(module, workers) if after_stage is None and not keep else None
+    if groups is not None:
+        # many functions: groups of them through the pipeline and llc in parallel processes
+        start = time.perf_counter()
+        built = build_groups(module, groups, options, workers)
+        processes = min(workers, len(groups))
+        forking = [text for text in built.llvm_ir if uses_openmp(text)]
+        timings = dict(built.timings)  # each stage's time summed over the workers
+        timings[f"workers ({processes}, {len(groups)} groups, wall)"] = (
+            time.perf_counter() - start
+        )
+        return Compiled(
+            module=module,
+            object=built.data,
+            openmp=bool(forking),
+            parallel_functions=sorted({n for text in forking for n in openmp_functions(text)}),
+            warnings=built.warnings,
+            notes=built.notes,
+            schedules=built.schedules,
+            timings=timings,
+            cacheable=built.cacheable,
+        )
+    compiled = _from_pipeline(
+        run_pipeline(module, options, stop_after="llvm", keep=keep, after_stage=after_stage)
+    )
+    llvm_ir = compiled.llvm_ir or ""
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="polyflow-obj-") as tmp:
+        compiled.object = compile_llvm_ir_to_object(
+            llvm_ir, Path(tmp) / "kernels.o", options
+        ).read_bytes()
+    compiled.timings["llc"] = time.perf_counter() - start
+    compiled.openmp = uses_openmp(llvm_ir)
+    compiled.parallel_functions = openmp_functions(llvm_ir) if compiled.openmp else []
+    return compiled
+
+
+def _from_pipeline(result: PipelineResult) -> Compiled:
+    return Compiled(
+        module=result.module,
+        llvm_ir=result.llvm_ir,
+        stages=result.stages,
+        warnings=result.warnings,
+        notes=result.notes,
+        schedules=result.schedules,
+        timings=result.timings,
+        cacheable=result.cacheable,
+    )
+
+
+def _record(compiled: Compiled, produce: Product) -> dict[str, object]:
+    """What the cache keeps of a compile: enough to replay it without compiling."""
+    record: dict[str, object] = {
+        "stages": compiled.stages,
+        "warnings": compiled.warnings,
+        "notes": compiled.notes,
+        "schedules": compiled.schedules,
+    }
+    if produce == "object":
+        record["object"] = base64.b64encode(compiled.object).decode()
+        record["openmp"] = compiled.openmp
+        record["parallel_functions"] = compiled.parallel_functions
+    return record
+
+
+def _from_record(stored: dict[str, object], produce: Product) -> Compiled:
+    stages = dict(stored["stages"])  # type: ignore[call-overload]
+    compiled = Compiled(
+        stages=stages,
+        warnings=list(stored["warnings"]),  # type: ignore[call-overload]
+        notes=list(stored["notes"]),  # type: ignore[call-overload]
+        schedules=dict(stored["schedules"]),  # type: ignore[call-overload]
+        cached=True,
+    )
+    if produce == "jit":
+        compiled.module = ir.Module.parse(stages["llvm-dialect"])
+    else:
+        compiled.object = base64.b64decode(str(stored["object"]))
+        compiled.openmp = bool(stored["openmp"])
+        compiled.parallel_functions = list(stored["parallel_functions"])  # type: ignore[call-overload]
+    return compiled

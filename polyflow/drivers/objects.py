@@ -1,0 +1,43 @@
+"""What an object of compiled functions needs around it: whether its code forks OpenMP threads,
+which C functions do, and the flags that link it with the OpenMP runtime."""
+
+from __future__ import annotations
+
+import re
+
+from polyflow.errors import CompileError
+from polyflow.ir.names import CABI_PREFIX
+from polyflow.toolchain import openmp_library_dir
+
+_DEFINE = re.compile(r"^define\b[^@]*@([\w.$]+)\(")
+
+
+def uses_openmp(llvm_ir: str) -> bool:
+    """Whether LLVM IR calls the OpenMP runtime (it has parallel loops)."""
+    return "@__kmpc_" in llvm_ir
+
+
+def openmp_functions(llvm_ir: str) -> list[str]:
+    """The C functions whose compiled body starts OpenMP threads (calls `__kmpc_fork_call`),
+    by their C name, sorted."""
+    found: set[str] = set()
+    current: str | None = None
+    for line in llvm_ir.splitlines():
+        if line.startswith("define"):
+            match = _DEFINE.match(line)
+            current = match.group(1) if match else None
+        elif current is not None and "@__kmpc_fork_call(" in line:
+            found.add(current.removeprefix(CABI_PREFIX).split(".")[0])
+    return sorted(found)
+
+
+def openmp_link_flags(filename: str, *, rpath: bool = True) -> list[str]:
+    """Link with libiomp5 from the intel-openmp wheel (found at run time through the rpath,
+    unless `rpath` is False: an object or library handed to someone else's link)."""
+    directory = openmp_library_dir()
+    if directory is None:  # the pipeline parallelizes nothing without it: a bug if reached
+        raise CompileError(
+            "parallel code needs the OpenMP runtime libiomp5 (pip install intel-openmp)",
+            file=filename,
+        )
+    return [f"-L{directory}", "-liomp5", *([f"-Wl,-rpath,{directory}"] if rpath else [])]
