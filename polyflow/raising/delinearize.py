@@ -23,7 +23,7 @@ addressing does not use it. The address is the same number as before, so the pro
 the same thing; the proof is what makes the new subscripts in bounds per dimension, as the affine
 dialect and dependence analyses assume. The view is the same memory as the memref, and views with
 other row lengths, or the memref itself, may still be accessed next to it: passes after this one
-must compare memrefs by their root (as alias_guard's `may_alias` and raise-reductions do).
+must compare memrefs by their root (as polyflow/ir/aliasing.py does).
 
 Declined, with the reason in `polyflow.not_affine` once such a split exists: a remainder not
 proven in range ("... and %k < %m is not implied by the loop bounds"), a memref whose layout is

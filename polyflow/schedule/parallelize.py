@@ -16,7 +16,7 @@ A loop becomes parallel when all of these hold:
   the if's condition there too, and misses dependences);
 - no two distinct memrefs accessed in it may alias with a write among them (upstream's analysis
   assumes distinct memref values are disjoint; polyflow guarantees it only for arguments of known
-  extent, see polyflow/raising/alias_guard.py), counting only pairs of one element type;
+  extent, see polyflow/ir/aliasing.py), counting only pairs of one element type;
 - no enclosing loop is parallel (one level of parallelism: inner loops stay sequential), and
   it contains no `affine.parallel` itself;
 - it is not an innermost loop, nor a nest known to run fewer than `MIN_PARALLEL_WORK` innermost
