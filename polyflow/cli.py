@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 from polyflow.errors import CompileError
+from polyflow.options import TC_DEFAULTS, EmitStage, PipelineStage
 
-EMITS = ["mlir", "affine", "affine-opt", "schedule", "llvm-dialect", "llvm", "obj", "exe"]
-# to stdout unless -o says otherwise
-TEXT_STAGES = ("mlir", "affine", "affine-opt", "schedule", "llvm-dialect")
+EMITS = list(get_args(EmitStage))
+# to stdout unless -o says otherwise (LLVM IR goes to a .ll file, binaries to files)
+TEXT_STAGES = tuple(e for e in EMITS if e not in ("llvm", "obj", "exe"))
+# what `polyflow tc --emit` prints: the stages a JIT compile keeps
+TC_EMITS = [s for s in get_args(PipelineStage) if s != "llvm"]
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -35,42 +38,19 @@ def _build_parser() -> argparse.ArgumentParser:
     build.add_argument(
         "--emit", choices=EMITS, default="exe", help="stop after this stage and write it"
     )
-    build.add_argument(
-        "--functions",
-        help="comma-separated functions to compile through MLIR (default: all that can be)",
-    )
-    build.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR")
-    build.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME[=VALUE]")
-    build.add_argument(
-        "-O", dest="opt_level", type=int, choices=[0, 1, 2, 3], default=2, help="optimization level"
-    )
-    build.add_argument(
-        "-march", "--march", dest="march", default="", help="target CPU ('native' for this machine)"
-    )
-    build.add_argument(
-        "--cc", default="cc", help="the system C compiler for the rest of the program"
-    )
-    build.add_argument(
-        "--fp-contract",
-        dest="fp_contract",
-        choices=["off", "fast"],
-        default="fast",
-        help="fuse multiply-adds ('fast', like gcc) or never ('off')",
-    )
-    build.add_argument(
-        "--no-raise-affine",
-        dest="raise_affine",
-        action="store_false",
-        help="do not raise loops to the affine dialect (keep the frontend's scf code)",
-    )
+    add_option_arguments(build, c_build=True)
     build.add_argument(
         "--report",
         action="store_true",
         help="print what raising to affine made of each loop, and why not, and what the -O3 "
         "stage skipped, on stderr",
     )
-    _add_polyhedral_arguments(build)
     build.add_argument("--time", action="store_true", help="print the time of each stage")
+    build.add_argument(
+        "--debug-locations",
+        action="store_true",
+        help="write MLIR stages with each op's source location (loc(\"file.c\":line:col))",
+    )
     build.add_argument(
         "--no-cache",
         dest="cache",
@@ -79,9 +59,6 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _add_tc_parser(sub)
     return parser
-
-
-TC_EMITS = ["mlir", "affine", "affine-opt", "llvm-dialect"]
 
 
 def _add_tc_parser(sub: Any) -> None:
@@ -105,11 +82,7 @@ def _add_tc_parser(sub: Any) -> None:
         metavar="NAME=N,...",
         help="values of the signature's sizes, for --emit (e.g. M=64,K=32)",
     )
-    tc.add_argument(
-        "-O", dest="opt_level", type=int, choices=[0, 1, 2, 3], default=3, help="optimization level"
-    )
-    tc.add_argument("-march", "--march", dest="march", default="native", help="target CPU")
-    _add_polyhedral_arguments(tc)
+    add_option_arguments(tc, c_build=False, defaults=TC_DEFAULTS)
 
 
 def _size_bindings(text: str) -> dict[str, int]:
@@ -123,174 +96,141 @@ def _size_bindings(text: str) -> dict[str, int]:
     return sizes
 
 
-def _add_polyhedral_arguments(build: argparse.ArgumentParser) -> None:
-    """The -O3 stage's switches (all on by default at -O3; see polyflow.options.Options)."""
-    group = build.add_argument_group("polyhedral optimization (-O3)")
-    group.add_argument(
-        "--schedule",
-        dest="schedule",
-        action="store_true",
-        default=None,
-        help="reschedule with isl (fusion, tiling, splitting); on by default at -O3",
-    )
-    group.add_argument(
-        "--no-schedule",
-        dest="schedule",
-        action="store_false",
-        help="keep the source order (parallelization still runs)",
-    )
-    group.add_argument("--no-tile", dest="tile", action="store_false", help="do not tile")
-    group.add_argument(
-        "--no-split", dest="split", action="store_false", help="do not split statements"
-    )
-    group.add_argument(
-        "--no-index-split",
-        dest="index_split",
-        action="store_false",
-        help="do not cut loops at the one iteration their dependences start or end at",
-    )
-    group.add_argument(
-        "--no-micro-kernels",
-        dest="micro_kernels",
-        action="store_false",
-        help="keep contraction nests (C[i][j] += A[i][k] * B[k][j]) as scheduled, without "
-        "register-blocked vector code",
-    )
-    group.add_argument(
-        "--no-parallel",
-        dest="parallel",
-        action="store_false",
-        help="no OpenMP loops (sequential code)",
-    )
-    group.add_argument(
-        "--no-parallel-reductions",
-        dest="parallel_reductions",
-        action="store_false",
-        help="keep floating-point reductions sequential (bit-exact sums)",
-    )
-    group.add_argument(
-        "--tile-sizes",
-        type=_tile_sizes,
-        default=None,
-        metavar="N,N,...",
-        help="tile size per band dimension, outermost first (the last repeats)",
-    )
-    group.add_argument(
-        "--tile-second-level",
-        action="store_true",
-        help="tile the tiles once more (L2/L3 cache)",
-    )
-    group.add_argument(
-        "--no-wavefront",
-        dest="wavefront",
-        action="store_false",
-        help="no wavefronts: stencil tiles with no parallel tile loop stay sequential",
-    )
-    group.add_argument(
-        "--schedule-preset",
-        choices=["pluto", "isl", "feautrier"],
-        default="pluto",
-        help="isl scheduler settings",
-    )
-    group.add_argument(
-        "--fusion", choices=["max", "min", "smart"], default="smart", help="how much to fuse"
-    )
-    group.add_argument(
-        "--min-parallel-trip",
-        type=int,
-        default=8,
-        metavar="N",
-        help="keep loops known to run fewer than N iterations sequential",
-    )
-    group.add_argument(
-        "--isl-max-operations",
-        type=_non_negative_int,
-        default=1_000_000,
-        metavar="N",
-        help="base isl operation budget (about one per microsecond); each step gets a multiple "
-        "(dependences 0.5x, scheduling 5x, tiling 2x, AST 2x, ...) and a region whose step "
-        "runs out keeps its code or a cheaper schedule, with a note; 0: unbounded",
-    )
-    group.add_argument(
-        "--compile-timeout",
-        type=_positive_seconds,
-        default=None,
-        metavar="SECONDS",
-        help="last resort: a function whose polyhedral optimization runs longer keeps its "
-        "raised code (with a warning); such a build is never cached",
-    )
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: '{text}'") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more: '{text}'")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: '{text}'") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: '{text}'")
-    return value
-
-
-def _tile_sizes(text: str) -> tuple[int, ...]:
-    try:
-        sizes = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of integers: '{text}'") from None
-    if not sizes or any(size <= 0 for size in sizes):
-        raise argparse.ArgumentTypeError(f"tile sizes must be positive integers: '{text}'")
-    return sizes
-
-
-def options_from_args(args: argparse.Namespace) -> Any:
-    """The `Options` the parsed `build` command line asks for."""
+def add_option_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    c_build: bool,
+    defaults: Mapping[str, Any] | None = None,
+) -> None:
+    """A flag for each `Options` field, derived from the model: its name (`tile_sizes` is
+    `--tile-sizes`, or the `flags` its metadata gives), help text and default; booleans get
+    `--x` and `--no-x`, literals their choices. Fields of C builds only where `c_build`.
+    `defaults` are this command's defaults where they differ from the model's."""
     from polyflow.options import Options
 
-    return Options(
-        opt_level=args.opt_level,
-        march=args.march,
-        functions=tuple(f for f in args.functions.split(",") if f) if args.functions else None,
-        include_dirs=tuple(args.include_dirs),
-        defines=tuple(args.defines),
-        cc=args.cc,
-        fp_contract=args.fp_contract,
-        raise_affine=args.raise_affine,
-        **_polyhedral_options(args),
-    )
+    defaults = defaults or {}
+    groups: dict[str, Any] = {}
+    for name, info in Options.model_fields.items():
+        how: dict[str, Any] = dict(info.json_schema_extra or {})  # type: ignore[arg-type]
+        if how.get("cli") is False or (how.get("c_only") and not c_build):
+            continue
+        where: Any = parser
+        if "group" in how:
+            where = groups.setdefault(how["group"], parser.add_argument_group(how["group"]))
+        flags = how.get("flags") or [f"--{name.replace('_', '-')}"]
+        default = defaults.get(name, info.default)
+        shown = {True: "on", False: "off", None: "none", "": "none", (): "none"}.get(
+            default, default
+        )
+        text = f"{info.description} (default: {shown})" if info.description else None
+        kind = _flag_kind(info.annotation)
+        common: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": text}
+        if kind == "bool":
+            where.add_argument(*flags, action=argparse.BooleanOptionalAction, **common)
+        elif kind == "append":
+            where.add_argument(*flags, action="append", metavar=how.get("metavar"), **common)
+        else:
+            where.add_argument(
+                *flags,
+                type=_FLAG_TYPES[kind],
+                choices=get_args(info.annotation) if kind == "choice" else None,
+                metavar=how.get("metavar", None if kind == "choice" else name.upper()),
+                **common,
+            )
 
 
-def _polyhedral_options(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "schedule": args.schedule is not False,
-        "schedule_preset": args.schedule_preset,
-        "fusion": args.fusion,
-        "tile": args.tile,
-        "tile_sizes": args.tile_sizes,
-        "tile_second_level": args.tile_second_level,
-        "wavefront": args.wavefront,
-        "split": args.split,
-        "index_split": args.index_split,
-        "micro_kernels": args.micro_kernels,
-        "parallel": args.parallel,
-        "parallel_reductions": args.parallel_reductions,
-        "min_parallel_trip": args.min_parallel_trip,
-        "isl_max_operations": args.isl_max_operations,
-        "compile_timeout": args.compile_timeout,
-    }
+def _flag_kind(annotation: Any) -> str:
+    """How a field's type reads from the command line."""
+    if annotation is bool:
+        return "bool"
+    if get_origin(annotation) is Literal:
+        return "choice"
+    if annotation == tuple[str, ...]:
+        return "append"  # -I a -I b
+    if annotation == tuple[str, ...] | None:
+        return "names"  # --functions f,g
+    if annotation == tuple[int, ...] | None:
+        return "integers"  # --tile-sizes 32,8
+    if annotation in (int, int | None):
+        return "int"
+    if annotation in (float, float | None):
+        return "float"
+    return "str"
+
+
+def _integers(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of integers: '{text}'") from None
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _number(kind: type) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: '{text}'") from None
+
+    return parse
+
+
+_FLAG_TYPES: dict[str, Callable[[str], Any]] = {
+    "choice": str,
+    "names": _names,
+    "integers": _integers,
+    "int": _number(int),
+    "float": _number(float),
+    "str": str,
+}
+
+
+def options_from_args(
+    args: argparse.Namespace, defaults: Mapping[str, Any] | None = None
+) -> Any:
+    """The `Options` a parsed command line asks for: the flags given, over this command's
+    `defaults`, over the model's. An invalid value is a usage error naming the flag."""
+    from pydantic import ValidationError
+
+    from polyflow.options import Options
+
+    given = {name: value for name, value in vars(args).items() if name in Options.model_fields}
+    for name in ("include_dirs", "defines"):
+        if name in given:
+            given[name] = tuple(given[name])
+    try:
+        return Options(**{**(defaults or {}), **given})
+    except ValidationError as exc:
+        problems = "; ".join(f"{_flag(str(e['loc'][0]))}: {e['msg']}" for e in exc.errors())
+        raise UsageError(problems) from None
+
+
+def _flag(name: str) -> str:
+    """The command line's spelling of option `name`."""
+    from polyflow.options import Options
+
+    how: dict[str, Any] = dict(Options.model_fields[name].json_schema_extra or {})  # type: ignore[arg-type]
+    return str((how.get("flags") or [f"--{name.replace('_', '-')}"])[0])
+
+
+class UsageError(Exception):
+    """A command line polyflow cannot run: printed as `polyflow: error: ...`, exit status 2."""
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    """The command line, C-compiler spellings (`-O3`, `-Idir`) accepted."""
-    return _build_parser().parse_args(_normalize_argv(argv))
+    """The command line, C-compiler spellings (`-O3`, `-Idir`) accepted; option values the
+    `Options` model refuses are usage errors here, as malformed ones are."""
+    parser = _build_parser()
+    args = parser.parse_args(_normalize_argv(argv))
+    try:
+        options_from_args(args, TC_DEFAULTS if args.command == "tc" else None)
+    except UsageError as exc:
+        parser.error(str(exc))
+    return args
 
 
 def _normalize_argv(argv: list[str]) -> list[str]:
@@ -301,8 +241,8 @@ def _normalize_argv(argv: list[str]) -> list[str]:
             out += ["-O", arg[2]]
         elif arg.startswith("-ffp-contract="):
             out += ["--fp-contract", arg.split("=", 1)[1]]
-        elif arg.startswith("-march="):
-            out += ["--march", arg.split("=", 1)[1]]
+        elif arg.startswith(("-march=", "-mtune=")):
+            out += [arg[:6].replace("-", "--", 1), arg.split("=", 1)[1]]
         elif arg.startswith(("-I", "-D")) and len(arg) > 2:
             out += [arg[:2], arg[2:]]
         else:
@@ -324,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+
 def _serve(argv: list[str]) -> int:
     """`polyflow serve`: the service lives above polyflow (server/ imports polyflow, never the
     other way round), so it is found through the `polyflow.commands` entry point it declares."""
@@ -339,14 +280,13 @@ def _tc(args: argparse.Namespace) -> int:
     import numpy as np
 
     from polyflow import tc
-    from polyflow.options import Options
 
     path = Path(args.source)
     try:
         source = path.read_text()
     except OSError as exc:
         raise CompileError(f"cannot read '{path}': {exc.strerror}", file=str(path)) from None
-    options = Options(opt_level=args.opt_level, march=args.march, **_polyhedral_options(args))
+    options = options_from_args(args, TC_DEFAULTS)
     names = [args.name] if args.name else tc.definition_names(source, file=str(path))
     if not args.explain and not args.emit:
         args.explain = True
@@ -404,6 +344,7 @@ def _build(args: argparse.Namespace, options: object) -> int:
             options=options,  # type: ignore[arg-type]
             emit=args.emit,
             raise_report=args.report,
+            debug_locations=args.debug_locations,
             cache="default" if args.cache else None,
         )
         for warning in report.warnings:

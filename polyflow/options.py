@@ -1,15 +1,29 @@
-"""The one options model, shared by the CLI, the Python API, the cache key and the REST API."""
+"""The one options model, shared by the CLI, the Python API, the cache key and the REST API.
+
+Each field is the one place its name, default and help text are written: the command line's
+flags (`polyflow/cli.py`) and the service's request schema (`server/app.py`) are derived from
+it. `json_schema_extra` says how a field shows on the command line where the derivation alone
+cannot tell (`flags`, `metavar`, `c_only` for fields of C builds, `group` for the -O3 stage's
+switches, `cli: False` for fields the command line does not offer).
+"""
 
 from __future__ import annotations
 
-import hashlib
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-EmitStage = Literal[
-    "mlir", "affine", "affine-opt", "schedule", "llvm-dialect", "llvm", "obj", "exe"
-]
+# The pipeline's stages whose text can be kept (pipeline.STAGE_NAMES, in order) ...
+PipelineStage = Literal["mlir", "affine", "affine-opt", "llvm-dialect", "llvm"]
+# ... and what `polyflow build --emit` can write: those, the schedule trees, an object, a program.
+EmitStage = Literal[PipelineStage, "schedule", "obj", "exe"]
+
+
+def _cli(**how: Any) -> dict[str, Any]:
+    return how
+
+
+_POLYHEDRAL = _cli(group="polyhedral optimization (-O3)")
 
 
 class Options(BaseModel):
@@ -21,7 +35,9 @@ class Options(BaseModel):
         default=2,
         ge=0,
         le=3,
-        description="0: no LLVM optimization; 1-3: LLVM -O3 (3 adds polyhedral passes once they exist)",
+        description="0: no LLVM optimization, no raising; 1-2: raising to affine and LLVM -O3; "
+        "3: also the polyhedral stage (isl scheduling, tiling, parallelization, micro-kernels)",
+        json_schema_extra=_cli(flags=["-O"], metavar="LEVEL"),
     )
     target: Literal["cpu", "cuda"] = Field(
         default="cpu",
@@ -31,6 +47,13 @@ class Options(BaseModel):
     march: str = Field(
         default="",
         description="target CPU for LLVM and the C compiler ('' = generic x86-64, 'native' = this machine)",
+        json_schema_extra=_cli(flags=["-march", "--march"], metavar="CPU"),
+    )
+    mtune: str = Field(
+        default="",
+        description="CPU whose caches tiles are sized for ('' = as march; 'native' = this "
+        "machine's caches; any other: the generic model, polyflow/target.py)",
+        json_schema_extra=_cli(flags=["-mtune", "--mtune"], metavar="CPU"),
     )
     raise_affine: bool = Field(
         default=True,
@@ -40,16 +63,29 @@ class Options(BaseModel):
     functions: tuple[str, ...] | None = Field(
         default=None,
         description="only these functions go through MLIR (None = every function that can)",
+        json_schema_extra=_cli(c_only=True, metavar="NAME,..."),
     )
-    include_dirs: tuple[str, ...] = ()
+    include_dirs: tuple[str, ...] = Field(
+        default=(),
+        description="directories searched for #include files",
+        json_schema_extra=_cli(flags=["-I"], metavar="DIR", c_only=True),
+    )
     defines: tuple[str, ...] = Field(
-        default=(), description="preprocessor definitions, NAME or NAME=VALUE"
+        default=(),
+        description="preprocessor definitions, NAME or NAME=VALUE",
+        json_schema_extra=_cli(flags=["-D"], metavar="NAME[=VALUE]", c_only=True),
     )
     cc: str = Field(
         default="cc",
         description="the system C compiler used for the rest of the program and linking",
+        json_schema_extra=_cli(c_only=True),
     )
-    cflags: tuple[str, ...] = Field(default=(), description="extra flags for the system C compiler")
+    cflags: tuple[str, ...] = Field(
+        default=(),
+        description="extra flags for the system C compiler (the Python API's; the command line "
+        "passes its own flags to polyflow)",
+        json_schema_extra=_cli(cli=False),
+    )
     fp_contract: Literal["off", "fast"] = Field(
         default="fast",
         description="fuse a*b+c into fused multiply-adds where the target has them "
@@ -61,11 +97,13 @@ class Options(BaseModel):
         default=True,
         description="at opt_level 3, reschedule each affine region with isl (fusion, tiling, "
         "statement splitting); false keeps the source order (parallelization still runs)",
+        json_schema_extra=_POLYHEDRAL,
     )
     schedule_preset: Literal["pluto", "isl", "feautrier"] = Field(
         default="pluto",
         description="isl scheduler settings: 'pluto' (PPCG/Pluto-like: maximal band depth and "
         "coincidence, no whole-component scheduling), 'isl' (isl's defaults), 'feautrier'",
+        json_schema_extra=_POLYHEDRAL,
     )
     fusion: Literal["max", "min", "smart"] = Field(
         default="smart",
@@ -73,52 +111,103 @@ class Options(BaseModel):
         "legal), 'min' (separate strongly connected components), 'smart' (fuse only what "
         "shares data: producers with consumers, and independent nests that read one large "
         "array in the same order)",
+        json_schema_extra=_POLYHEDRAL,
     )
-    tile: bool = Field(default=True, description="tile permutable bands")
+    tile: bool = Field(
+        default=True, description="tile permutable bands", json_schema_extra=_POLYHEDRAL
+    )
     tile_sizes: tuple[int, ...] | None = Field(
         default=None,
         description="tile size per band dimension (the last repeats); None: chosen from the "
         "cache size and the element type",
+        json_schema_extra={**_POLYHEDRAL, "metavar": "N,N,..."},
     )
     tile_second_level: bool = Field(
-        default=False, description="tile the tiles once more (for the L2/L3 cache)"
+        default=False, description="tile the tiles once more (for the L2/L3 cache)",
+        json_schema_extra=_POLYHEDRAL,
     )
     wavefront: bool = Field(
         default=True,
         description="with `parallel`, run tile bands with no parallel tile loop (time-tiled "
         "stencils) as wavefronts of blocks of 2x2 tiles, so that blocks run in parallel",
+        json_schema_extra=_POLYHEDRAL,
     )
     index_split: bool = Field(
         default=True,
         description="cut a loop whose carried dependences all start or end at one iteration "
         "into the iterations before, at and after it, so the pieces run in parallel or "
         "vectorize (floyd-warshall's i and j at k)",
+        json_schema_extra=_POLYHEDRAL,
     )
     split: bool = Field(
         default=True,
         description="split statements the way Polygeist does (reduction right-hand sides with "
         "several access patterns get their own statement and a scratchpad)",
+        json_schema_extra=_POLYHEDRAL,
     )
     parallel: bool = Field(
-        default=True, description="turn loops without loop-carried dependences into OpenMP loops"
+        default=True, description="turn loops without loop-carried dependences into OpenMP loops",
+        json_schema_extra=_POLYHEDRAL,
     )
     parallel_reductions: bool = Field(
         default=True,
         description="also parallelize reduction loops (reassociates floating-point sums: "
         "results may differ in the last bits)",
+        json_schema_extra=_POLYHEDRAL,
     )
     micro_kernels: bool = Field(
         default=True,
         description="rewrite contraction nests (C[i][j] += A[i][k] * B[k][j] and the like) "
         "into register-blocked vector code that keeps a block of C in registers across k",
+        json_schema_extra=_POLYHEDRAL,
+    )
+    micro_kernel_rows: int = Field(
+        default=6,
+        ge=1,
+        le=16,
+        description="rows of the output block a micro-kernel keeps in registers (MR)",
+        json_schema_extra=_POLYHEDRAL,
+    )
+    micro_kernel_vectors: int = Field(
+        default=2,
+        ge=1,
+        le=8,
+        description="vector registers per row of that block (NR = this x the vector width)",
+        json_schema_extra=_POLYHEDRAL,
+    )
+    contraction_tile_rows: int = Field(
+        default=384,
+        ge=1,
+        description="rows of a contraction's tile for the micro-kernels (polyflow/schedule/"
+        "tiling.py says how these three were measured)",
+        json_schema_extra=_POLYHEDRAL,
+    )
+    contraction_tile_columns: int = Field(
+        default=64,
+        ge=1,
+        description="columns of a contraction's tile for the micro-kernels",
+        json_schema_extra=_POLYHEDRAL,
+    )
+    contraction_tile_depth_bytes: int = Field(
+        default=1024,
+        ge=1,
+        description="depth of a contraction's tile, in bytes of its element type",
+        json_schema_extra=_POLYHEDRAL,
+    )
+    wavefront_block: int = Field(
+        default=2,
+        ge=1,
+        description="tiles per dimension of the blocks a wavefront runs in parallel",
+        json_schema_extra=_POLYHEDRAL,
     )
     isl_max_operations: int = Field(
         default=1_000_000,
         ge=0,
         description="the base isl operation budget (roughly one per microsecond here); each isl "
-        "step of the polyhedral stage gets a multiple of it (dependences 2x, scheduling 5x, "
+        "step of the polyhedral stage gets a multiple of it (dependences 0.5x, scheduling 5x, "
         "tiling 2x, AST 2x, ...; polyflow/poly/budget.py), and a region whose step runs "
         "out falls back to a cheaper analysis or keeps its code; 0: unbounded",
+        json_schema_extra=_POLYHEDRAL,
     )
     compile_timeout: float | None = Field(
         default=None,
@@ -126,12 +215,28 @@ class Options(BaseModel):
         description="seconds the polyhedral stage may spend on one function (a last resort "
         "where isl's operation counts bound the time too loosely); a function past it keeps "
         "its raised code, with a warning, and the result is never stored in the compile cache",
+        json_schema_extra=_POLYHEDRAL,
+    )
+    threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="OpenMP threads every parallel loop runs with (None: decided when the "
+        "program runs, by OMP_NUM_THREADS, else one per core)",
+        json_schema_extra=_POLYHEDRAL,
     )
     min_parallel_trip: int = Field(
         default=8,
         ge=1,
         description="do not parallelize loops known to run fewer iterations than this",
+        json_schema_extra=_POLYHEDRAL,
     )
+
+    @field_validator("tile_sizes")
+    @classmethod
+    def _positive_tiles(cls, sizes: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if sizes is not None and (not sizes or min(sizes) <= 0):
+            raise ValueError("tile sizes must be one or more positive integers")
+        return sizes
 
     @property
     def raising_enabled(self) -> bool:
@@ -139,9 +244,7 @@ class Options(BaseModel):
         through."""
         return self.raise_affine and self.opt_level >= 1
 
-    def cache_key(self) -> str:
-        """A stable digest of every option, for content-addressed caches."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
 
-
-DEFAULT_OPTIONS = Options()
+# What the TC API (`polyflow.tc.define`, `polyflow tc`) compiles with unless told otherwise: kernels
+# are called in this process, so -O3 for this machine.
+TC_DEFAULTS: dict[str, Any] = {"opt_level": 3, "march": "native"}

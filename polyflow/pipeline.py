@@ -35,7 +35,7 @@ def _optimize_affine(module: ir.Module, options: Options) -> ir.Module:
 MODULE_STAGES: list[ModuleStage] = [
     ("affine", lambda module, options: _raising.raise_to_affine(module, options)),
     ("affine-opt", _optimize_affine),
-    ("llvm-dialect", lambda module, options: lower_to_llvm_dialect(module)),
+    ("llvm-dialect", lambda module, options: lower_to_llvm_dialect(module, threads=options.threads)),
 ]
 STAGE_NAMES = ["mlir", *(name for name, _ in MODULE_STAGES), "llvm"]
 

@@ -29,7 +29,7 @@ from polyflow.frontend.tc import syntax as ast
 from polyflow.frontend.tc.checks import CheckedComprehension, CheckedDefinition, check_program
 from polyflow.frontend.tc.parser import parse
 from polyflow.frontend.tc.ranges import InferredDefinition, Specialized, infer_ranges, specialize
-from polyflow.options import Options
+from polyflow.options import TC_DEFAULTS, Options
 
 __all__ = ["TcFunction", "define", "definition_names"]
 
@@ -39,7 +39,7 @@ NUMPY_DTYPES = {
     "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
 }  # fmt: skip
 
-DEFAULT_OPTIONS = Options(opt_level=3, march="native")
+DEFAULT_OPTIONS = Options(**TC_DEFAULTS)
 
 
 def definition_names(source: str, *, file: str = "<tc>") -> list[str]:
@@ -130,6 +130,7 @@ class TcFunction:
         from mlir import ir
 
         from polyflow.frontend.tc.lower import lower_definition
+        from polyflow.ir.contexts import new_context
 
         missing = [name for name in self.size_names if name not in sizes]
         if missing:
@@ -139,7 +140,7 @@ class TcFunction:
                 file=self.file,
             )
         specialized = specialize(self.inferred, dict(sizes), source=self.source, file=self.file)
-        context = ir.Context()
+        context = new_context()
         with context, ir.Location.unknown():
             module = lower_definition(
                 specialized, callees=self._callees, source=self.source, file=self.file
@@ -295,9 +296,10 @@ def _build(
 
     from polyflow.drivers.jit import jit_module
     from polyflow.frontend.tc.lower import lower_definition
+    from polyflow.ir.contexts import new_context
     from polyflow.ir.names import CABI_PREFIX
 
-    context = ir.Context()
+    context = new_context()
     with context, ir.Location.unknown():
         module = lower_definition(specialized, callees=callees, source=source, file=file)
         engine, result = jit_module(module, options)

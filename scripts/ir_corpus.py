@@ -8,7 +8,11 @@ PolyBench kernels at LARGE and -O3, 30 harder random programs (``tests/fuzz/hard
 the object file of the compiled functions (for TC: the service's ``kernel.o``). Only public
 entry points are used (``polyflow.build_program``, the service's ``run_job``), so the script runs
 unchanged against the code before and after (``PYTHONPATH=<old checkout>`` for the old one).
-A build that fails is recorded as its error text, so failures must match too.
+
+Each item is built in a fresh process (``--jobs`` at a time): isl keeps one context per
+process, and what earlier compiles left in it can change how a later one prints the same sets
+(`s0 - d1 - 1` or `s0 - 1 - d1`), so only fresh processes compare byte for byte. An item that
+fails is recorded as its error text, one that runs past ``--timeout`` seconds as a timeout.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from __future__ import annotations
 import argparse
 import base64
 import os
+import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,71 +31,96 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCES = Path(tempfile.gettempdir()) / "polyflow-ir-corpus"
 
 
-def _c_corpus() -> list[tuple[str, Path, int, tuple[str, ...], tuple[str, ...]]]:
-    """(name, source, opt level, include dirs, defines) of every C input."""
-    items = []
+def items() -> list[str]:
+    """Every item of the corpus, by name."""
+    names = []
     programs = sorted(Path("tests/programs").glob("*.c")) + sorted(Path("examples").glob("*.c"))
     for path in programs:
-        for level in (2, 3):
-            items.append((f"c-{path.stem}-O{level}", path, level, (), ()))
-    harness = "bench_polybench/harness"
-    for path in sorted(Path("bench_polybench/kernels").glob("*.c")):
-        items.append((f"bench-{path.stem}", path, 3, (harness,), ("LARGE_DATASET",)))
-    return items
+        names += [f"c-{path.stem}-O2", f"c-{path.stem}-O3"]
+    names += [f"bench-{p.stem}" for p in sorted(Path("bench_polybench/kernels").glob("*.c"))]
+    names += [f"hard-{seed}" for seed in range(30)]
+    sys.path.insert(0, str(ROOT))
+    from polyflow.tc_library import LIBRARY
+
+    names += [f"tc-{name}" for name in sorted(LIBRARY)]
+    return names
 
 
-def _write_c(out: Path) -> None:
+def build_one(name: str, out: Path) -> None:
+    """Build item `name` into `out` (in this process)."""
     import polyflow
 
-    for name, path, level, includes, defines in _c_corpus():
-        options = polyflow.Options(opt_level=level, include_dirs=includes, defines=defines)
-        for emit, suffix in (("affine-opt", "mlir"), ("obj", "o")):
-            target = out / f"{name}.{suffix}"
-            try:
-                polyflow.build_program(path, target, options=options, emit=emit, cache=None)
-            except Exception as exc:  # the failure is what is compared
-                target.with_suffix(".error").write_text(f"{type(exc).__name__}: {exc}\n")
-        print(name, flush=True)
-    sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
-    from hard_gen import generate_hard_program
+    if name.startswith("tc-"):
+        _build_tc(name.removeprefix("tc-"), out)
+        return
+    includes: tuple[str, ...] = ()
+    defines: tuple[str, ...] = ()
+    if name.startswith("c-"):
+        stem, level = name.removeprefix("c-").rsplit("-O", 1)
+        path = next(
+            p
+            for p in [Path(f"tests/programs/{stem}.c"), Path(f"examples/{stem}.c")]
+            if p.exists()
+        )
+        opt = int(level)
+    elif name.startswith("bench-"):
+        path = Path(f"bench_polybench/kernels/{name.removeprefix('bench-')}.c")
+        opt, includes, defines = 3, ("bench_polybench/harness",), ("LARGE_DATASET",)
+    else:
+        sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
+        from hard_gen import generate_hard_program
 
-    for seed in range(30):
-        source = SOURCES / f"hard{seed}.c"
-        source.write_text(generate_hard_program(seed))
-        options = polyflow.Options(opt_level=3)
-        for emit, suffix in (("affine-opt", "mlir"), ("obj", "o")):
-            polyflow.build_program(
-                source, out / f"hard-{seed}.{suffix}", options=options, emit=emit, cache=None
-            )
-        print(f"hard-{seed}", flush=True)
+        seed = int(name.removeprefix("hard-"))
+        path = SOURCES / f"hard{seed}.c"
+        path.write_text(generate_hard_program(seed))
+        opt = 3
+    options = polyflow.Options(opt_level=opt, include_dirs=includes, defines=defines)
+    for emit, suffix in (("affine-opt", "mlir"), ("obj", "o")):
+        target = out / f"{name}.{suffix}"
+        try:
+            polyflow.build_program(path, target, options=options, emit=emit, cache=None)
+        except Exception as exc:  # the failure is what is compared
+            target.with_suffix(".error").write_text(f"{type(exc).__name__}: {exc}\n")
 
 
-def _write_tc(out: Path) -> None:
+def _build_tc(name: str, out: Path) -> None:
     sys.path.insert(0, str(ROOT))
     import polyflow.tc as tc
     from polyflow.tc_library import LIBRARY
     from server.jobs import run_job
 
-    for name, source in sorted(LIBRARY.items()):
-        fn = tc.define(source, name=name)
-        dims = {d for p in fn.definition.inputs for d in (p.dims or ()) if isinstance(d, str)}
-        outcome = run_job(
-            {
-                "language": "tc",
-                "source": source,
-                "entry": name,
-                "options": {"opt_level": 3},
-                "emit": ["affine-opt"],
-                "sizes": {d: 16 for d in dims},
-            }
-        )
-        if "ok" not in outcome:
-            (out / f"tc-{name}.error").write_text(repr(outcome) + "\n")
-            continue
-        ok = outcome["ok"]
-        (out / f"tc-{name}.mlir").write_text(ok["stages"]["affine-opt"])
-        (out / f"tc-{name}.o").write_bytes(base64.b64decode(ok["artifacts"]["kernel.o"]))
-        print(f"tc-{name}", flush=True)
+    source = LIBRARY[name]
+    fn = tc.define(source, name=name)
+    dims = {d for p in fn.definition.inputs for d in (p.dims or ()) if isinstance(d, str)}
+    outcome = run_job(
+        {
+            "language": "tc",
+            "source": source,
+            "entry": name,
+            "options": {"opt_level": 3},
+            "emit": ["affine-opt"],
+            "sizes": {d: 16 for d in dims},
+        }
+    )
+    if "ok" not in outcome:
+        (out / f"tc-{name}.error").write_text(repr(outcome) + "\n")
+        return
+    ok = outcome["ok"]
+    (out / f"tc-{name}.mlir").write_text(ok["stages"]["affine-opt"])
+    (out / f"tc-{name}.o").write_bytes(base64.b64decode(ok["artifacts"]["kernel.o"]))
+
+
+def _run_item(name: str, out: Path, timeout: float) -> str:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "one", name, str(out)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        (out / f"{name}.timeout").write_text(f"past {timeout:g} s\n")
+        return f"{name}: timeout"
+    if done.returncode != 0:
+        (out / f"{name}.crash").write_text(done.stderr[-4000:])
+        return f"{name}: crashed"
+    return name
 
 
 def _compare(a: Path, b: Path) -> int:
@@ -111,21 +142,29 @@ def main() -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     write = sub.add_parser("write", help="build the corpus into DIR")
     write.add_argument("dir", type=Path)
-    write.add_argument("--only", choices=["c", "tc"], help="only the C or only the TC part")
+    write.add_argument("--only", help="comma-separated items (c-gemm-O3, bench-lu, tc-matmul...)")
+    write.add_argument("--jobs", type=int, default=2, help="items built at a time")
+    write.add_argument("--timeout", type=float, default=300, help="seconds per item")
+    one = sub.add_parser("one", help="build one item into DIR (what `write` runs per item)")
+    one.add_argument("name")
+    one.add_argument("dir", type=Path)
     compare = sub.add_parser("compare", help="compare two written corpora byte for byte")
     compare.add_argument("a", type=Path)
     compare.add_argument("b", type=Path)
     args = parser.parse_args()
     if args.command == "compare":
         return _compare(args.a, args.b)
+    os.chdir(ROOT)  # relative source paths: the same messages from any checkout
     out = args.dir.resolve()
     out.mkdir(parents=True, exist_ok=True)
     SOURCES.mkdir(exist_ok=True)
-    os.chdir(ROOT)  # relative source paths: the same messages from any checkout
-    if args.only != "tc":
-        _write_c(out)
-    if args.only != "c":
-        _write_tc(out)
+    if args.command == "one":
+        build_one(args.name, out)
+        return 0
+    wanted = items() if args.only is None else args.only.split(",")
+    with ThreadPoolExecutor(args.jobs) as pool:
+        for line in pool.map(lambda n: _run_item(n, out, args.timeout), wanted):
+            print(line, flush=True)
     return 0
 
 

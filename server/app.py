@@ -26,14 +26,21 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from fastapi import Body, FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+)
 
 import polyflow
-from polyflow.options import Options
+from polyflow.options import Options, PipelineStage
 from polyflow.storage.cache import CompileCache, cache_key, code_fingerprint, compiler_versions
 
 from .hot import HotResults
@@ -58,6 +65,37 @@ class ServeConfig:
     api_keys: frozenset[str] = field(default_factory=frozenset)
 
 
+def _request_options_model() -> type[BaseModel]:
+    """The request's `options`, derived from polyflow's `Options` (names, types, defaults,
+    constraints and help text are written there once); the fields a request may not set
+    (`FORBIDDEN_OPTIONS`) are listed and refused by name."""
+    fields: dict[str, Any] = {}
+    for name, info in Options.model_fields.items():
+        if name in FORBIDDEN_OPTIONS:
+            fields[name] = (
+                Any,
+                Field(default=None, description="may not be set through the service"),
+            )
+        else:
+            fields[name] = (info.annotation, info)
+
+    def refuse(cls: type, value: Any) -> Any:
+        raise ValueError("may not be set through the service")
+
+    return create_model(  # type: ignore[call-overload, no-any-return]
+        "CompileOptions",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__="Compile options: polyflow's Options (polyflow/options.py), all optional.",
+        __validators__={
+            "refuse_forbidden": field_validator(*sorted(FORBIDDEN_OPTIONS), mode="before")(refuse)
+        },
+        **fields,
+    )
+
+
+CompileOptions = _request_options_model()
+
+
 class CompileRequest(BaseModel):
     """The body of POST /v1/compile."""
 
@@ -67,10 +105,8 @@ class CompileRequest(BaseModel):
     source: str
     entry: str | None = None
     target: Literal["cpu", "cuda"] = "cpu"
-    options: dict[str, Any] = Field(default_factory=dict)
-    emit: list[Literal["mlir", "affine", "affine-opt", "llvm-dialect", "llvm"]] = Field(
-        default_factory=list
-    )
+    options: CompileOptions = Field(default_factory=CompileOptions)  # type: ignore[valid-type]
+    emit: list[PipelineStage] = Field(default_factory=list)
     sizes: dict[str, int] | None = Field(
         default=None, description="TC only: the size of each symbolic dimension of the inputs"
     )
@@ -256,20 +292,33 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             raise HTTPException(
                 413, f"the source is over the limit of {config.max_source_bytes} bytes"
             )
-        if body.options.get("target", body.target) != body.target:
+        given = cast(BaseModel, body.options).model_dump(exclude_unset=True)
+        if given.get("target", body.target) != body.target:
             raise HTTPException(
                 422,
                 [{"loc": ["body", "options", "target"], "msg": "differs from the request's target"}],
             )
         # the compile entry refuses a target this build lacks (a 422 that names it)
-        options = _checked_options({**body.options, "target": body.target})
+        try:  # what the request's schema cannot say (Options' validators) is checked here
+            options = Options(**{**given, "target": body.target}).model_dump(mode="json")
+        except ValidationError as exc:
+            raise HTTPException(
+                422,
+                [
+                    {"loc": ["body", "options", *map(str, e["loc"])], "msg": e["msg"]}
+                    for e in exc.errors()
+                ],
+            ) from None
         key = cache_key(
             source=body.source,
             language=body.language,
             entry=body.entry,
             target=body.target,
             options={**options, "sizes": body.sizes, "emit": sorted(body.emit)},
-            versions={**known_versions, **compiler_versions(march=options["march"])},
+            versions={
+                **known_versions,
+                **compiler_versions(march=options["march"], mtune=options["mtune"]),
+            },
         )
         started = time.perf_counter()
         stored = hot.get(key)
@@ -348,30 +397,6 @@ def _authorized(header: str, keys: frozenset[str]) -> bool:
     if scheme.lower() != "bearer" or not token:
         return False
     return any(secrets.compare_digest(token.strip(), key) for key in keys)
-
-
-def _checked_options(given: dict[str, Any]) -> dict[str, Any]:
-    """`given` as a full, validated options dict; 422 naming the field otherwise."""
-    forbidden = sorted(FORBIDDEN_OPTIONS & set(given))
-    if forbidden:
-        raise HTTPException(
-            422,
-            [
-                {"loc": ["body", "options", name], "msg": "may not be set through the service"}
-                for name in forbidden
-            ],
-        )
-    try:
-        options = Options(**given)
-    except ValidationError as exc:
-        raise HTTPException(
-            422,
-            [
-                {"loc": ["body", "options", *map(str, e["loc"])], "msg": e["msg"]}
-                for e in exc.errors()
-            ],
-        ) from None
-    return options.model_dump(mode="json")
 
 
 __all__ = ["CompileRequest", "ServeConfig", "create_app"]

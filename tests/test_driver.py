@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import polyflow
@@ -113,3 +114,26 @@ declare void @__kmpc_fork_call(ptr, i32, ptr, ...)
 """
     assert openmp_functions(llvm_ir) == ["kernel_a"]
     assert openmp_functions("") == []
+
+
+def test_stages_can_be_written_with_their_source_locations(tmp_path: Path) -> None:
+    """`--debug-locations`: the IR maps back to source lines (the loop is on line 3)."""
+    source = tmp_path / "k.c"
+    source.write_text(
+        "void kernel(int n, double a[64]) {\n  int i;\n  for (i = 0; i < n; i++)\n"
+        "    a[i] = a[i] * 2.0;\n}\n"
+    )
+    plain, located = tmp_path / "plain.mlir", tmp_path / "located.mlir"
+    options = polyflow.Options(opt_level=3)
+    polyflow.build_program(source, plain, options=options, emit="affine-opt")
+    polyflow.build_program(
+        source, located, options=options, emit="affine-opt", debug_locations=True
+    )
+    assert "loc(" not in plain.read_text()
+    assert f'loc("{source}":3:' in located.read_text()
+    cli = subprocess.run(
+        [sys.executable, "-m", "polyflow", "build", str(source), "--emit=affine",
+         "--debug-locations", "-o", "-"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert f'loc("{source}":4:' in cli.stdout

@@ -201,3 +201,49 @@ def test_fp_contract_controls_fused_multiply_add(
         ["objdump", "-d", str(obj)], capture_output=True, text=True, check=True
     ).stdout
     assert ("vfmadd" in disassembly) == expect_fma
+
+
+def test_every_option_has_one_flag_derived_from_the_model() -> None:
+    """The command line is derived from `Options`: each field is a flag (unless its metadata
+    says the command line does not offer it), with the model's help text and default."""
+    from polyflow.cli import _build_parser, options_from_args, parse_args
+    from polyflow.options import Options
+
+    build = next(
+        a for a in _build_parser()._subparsers._group_actions[0].choices.values()  # type: ignore[union-attr]
+        if a.prog.endswith("build")
+    )
+    dests = {action.dest: action for action in build._actions}
+    for name, info in Options.model_fields.items():
+        extra = dict(info.json_schema_extra or {})  # type: ignore[arg-type]
+        if extra.get("cli") is False:
+            assert name not in dests, name
+            continue
+        assert name in dests, f"Options.{name} has no flag"
+        assert info.description and info.description in (dests[name].help or ""), name
+    # nothing given: the model's defaults, written once
+    assert options_from_args(parse_args(["build", "k.c"])) == Options()
+    # the tc command's own defaults (polyflow.options.TC_DEFAULTS)
+    tc = options_from_args(parse_args(["tc", "k.tc"]), {"opt_level": 3, "march": "native"})
+    assert tc.opt_level == 3 and tc.march == "native"
+    given = options_from_args(
+        parse_args(["build", "k.c", "-O3", "--no-tile", "--tile-sizes", "8,4", "-Iinc", "-DX=1"])
+    )
+    assert (given.opt_level, given.tile, given.tile_sizes) == (3, False, (8, 4))
+    assert given.include_dirs == ("inc",) and given.defines == ("X=1",)
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [(["-O", "7"], "-O"), (["--min-parallel-trip", "0"], "--min-parallel-trip"),
+     (["--isl-max-operations", "-1"], "--isl-max-operations"), (["--target", "gpu"], "--target")],
+)  # fmt: skip
+def test_option_values_the_model_refuses_are_usage_errors(
+    argv: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from polyflow.cli import parse_args
+
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(["build", "k.c", *argv])
+    assert exit_info.value.code == 2
+    assert flag in capsys.readouterr().err

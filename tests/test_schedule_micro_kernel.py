@@ -15,7 +15,7 @@ from difftest import check_program_against_gcc
 import polyflow
 import polyflow.tc as tc
 from polyflow.options import Options
-from polyflow.schedule.micro_kernel import vector_register_bits
+from polyflow.target import vector_register_bits
 from polyflow.toolchain import openmp_library_dir
 
 # The products and sums of these small integers are exact in floating point, so fused

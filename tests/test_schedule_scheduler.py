@@ -26,7 +26,6 @@ from polyflow.schedule.scheduler import (
 )
 from polyflow.schedule.tiling import (
     SECOND_LEVEL_FACTOR,
-    WAVEFRONT_BLOCK,
     WAVEFRONT_MARK,
     band_tile_sizes,
     carries_dependence,
@@ -954,7 +953,7 @@ def test_stencil_tiles_become_a_wavefront_of_blocks_with_a_parallel_second_loop(
     # The wavefront is the sum of the first two loops over blocks of 2x2x2 tiles of 32, and the
     # block loop below it carries no dependence; inside a block, tiles go in lexicographic order.
     plain = member_affs(band_of(tiled("seidel-2d")[2], "S0", 0), "S0")
-    size = WAVEFRONT_BLOCK * 32
+    size = Options().wavefront_block * 32
     domain = scop.statements[0].domain
     wavefront = isl.Map.from_aff(member_affs(wave, "S0")[0]).intersect_domain(domain)
     tile_loops = [isl.Map.from_aff(aff).intersect_domain(domain) for aff in plain[:2]]

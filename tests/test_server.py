@@ -361,3 +361,19 @@ def test_hot_results_drop_the_least_recently_used_first() -> None:
     assert hot.get("b") is None and hot.get("a") is not None and len(hot) == 3
     hot.put("huge", bytes(31))  # larger than everything: not kept, nothing dropped for it
     assert hot.get("huge") is None and hot.size == 30
+
+
+def test_the_request_options_are_polyflows_options() -> None:
+    """The service's `options` schema is derived from `Options`: the same names, defaults and
+    help, the fields a request may not set refused by name."""
+    from polyflow.options import Options
+    from server.app import CompileOptions
+    from server.jobs import FORBIDDEN_OPTIONS
+
+    assert set(CompileOptions.model_fields) == set(Options.model_fields)
+    for name, info in Options.model_fields.items():
+        derived = CompileOptions.model_fields[name]
+        if name in FORBIDDEN_OPTIONS:
+            assert derived.description == "may not be set through the service"
+        else:
+            assert (derived.default, derived.description) == (info.default, info.description)

@@ -96,12 +96,14 @@ def build_program(
     emit: EmitStage = "exe",
     raise_report: bool = False,
     cache: CompileCache | Literal["default"] | None = "default",
+    debug_locations: bool = False,
 ) -> BuildReport:
     """Build `source` into `output` (an executable, or the stage named by `emit`); with
     `raise_report`, also report what raising made of each function (`BuildReport.raising`).
     The object of the compiled functions (`exe`, `obj`) comes from `cache` when it holds one for
     the same frontend MLIR (with locations), options and compiler (default: the shared cache,
-    off with `POLYFLOW_CACHE=off`; None: no cache); `--report` builds always compile."""
+    off with `POLYFLOW_CACHE=off`; None: no cache); `--report` builds always compile.
+    `debug_locations`: MLIR stages are written with their ops' source locations (`loc(...)`)."""
     options = options or Options()
     if cache == "default":
         cache = default_cache()
@@ -135,7 +137,7 @@ def build_program(
     after_stage = _reporter(report, options) if raise_report else None
     with cmod.context:
         if emit == "mlir":
-            output.write_text(str(cmod.module))
+            output.write_text(mlir_text(cmod.module, debug_locations))
             if raise_report:  # the output is written: raising may change the module now
                 _record(
                     report,
@@ -167,7 +169,7 @@ def build_program(
                 after_stage=after_stage,
             )
             _record(report, result)
-            _write_stage(result, emit, output, options)
+            _write_stage(result, emit, output, options, debug_locations)
             return report
     with tempfile.TemporaryDirectory(prefix="polyflow-build-") as tmp:
         rest = Path(tmp) / "rest.o"
@@ -257,9 +259,18 @@ def _reporter(report: BuildReport, options: Options) -> Callable[[str, ir.Module
     return after_stage
 
 
-def _write_stage(result: Compiled, emit: EmitStage, output: Path, options: Options) -> None:
+def mlir_text(module: ir.Module, debug_locations: bool = False) -> str:
+    """A module as MLIR text; with `debug_locations`, each op's location (`loc("k.c":3:5)`),
+    which maps the IR back to source lines."""
+    return module.operation.get_asm(enable_debug_info=debug_locations)
+
+
+def _write_stage(
+    result: Compiled, emit: EmitStage, output: Path, options: Options, debug_locations: bool
+) -> None:
     if emit in ("affine", "affine-opt", "llvm-dialect"):
-        output.write_text(str(result.module))
+        assert result.module is not None
+        output.write_text(mlir_text(result.module, debug_locations))
     elif emit == "schedule":
         output.write_text(format_schedules(result.schedules, options))
     elif emit == "llvm":

@@ -19,8 +19,8 @@ from polyflow.frontend.c import (
     CGlobal,
     CModule,
     FileScope,
-    flatten_initializer,
 )
+from polyflow.frontend.c_scope import flatten_initializer
 from polyflow.frontend.c_types import Array, Scalar, Unsupported, Void
 from polyflow.ir.names import CABI_PREFIX
 from polyflow.lowering.llvm_dialect import has_parallel_loops

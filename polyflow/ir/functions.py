@@ -87,6 +87,17 @@ def referenced_symbols(op: ir.Operation) -> set[str]:
     return names
 
 
+def swap_in(fn: ir.Operation, copy: ir.Operation) -> ir.Operation | None:
+    """Replace `fn` by `copy` (a transformed copy from `scratch_module`) when its type is
+    unchanged, so that its callers still match it; the new function, or None (and `fn` stays).
+    Every stage transforms a function this way: on a copy, swapped in only on success."""
+    if copy.attributes["function_type"] != fn.attributes["function_type"]:
+        return None
+    new = copy.clone(ip=ir.InsertionPoint(fn))
+    fn.erase()
+    return new
+
+
 def source_names(module: ir.Module) -> dict[str, str]:
     """The C name of each function that stands for another: the alias guard's optimizable
     copy `f.affine` stands for `f` (see alias_guard.py); the others are named as in C."""

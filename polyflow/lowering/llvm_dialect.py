@@ -71,13 +71,19 @@ def has_parallel_loops(module: ir.Module) -> bool:
     return found
 
 
-def lower_to_llvm_dialect(module: ir.Module) -> ir.Module:
+def lower_to_llvm_dialect(module: ir.Module, *, threads: int | None = None) -> ir.Module:
     """Lower every op to the LLVM dialect in place; the module is then translatable to LLVM IR.
-    Parallel loops become OpenMP (`omp` ops, calls into libiomp5 once translated)."""
+    Parallel loops become OpenMP (`omp` ops, calls into libiomp5 once translated), run by
+    `threads` threads (None: as many as the OpenMP runtime decides when the program runs)."""
     with module.context:
         noalias = _noalias_pointer_positions(module)
         if has_parallel_loops(module):
-            PassManager.parse(f"builtin.module({PARALLEL_TO_OPENMP})").run(module.operation)
+            to_openmp = PARALLEL_TO_OPENMP
+            if threads is not None:
+                to_openmp = to_openmp.replace(
+                    "convert-scf-to-openmp", f"convert-scf-to-openmp{{num-threads={threads}}}"
+                )
+            PassManager.parse(f"builtin.module({to_openmp})").run(module.operation)
             hoist_loop_allocas(module)
             schedule_tile_loops_dynamically(module)
             pipeline = LOWER_PARALLEL_TO_LLVM

@@ -18,7 +18,7 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 from polyflow import passes
-from polyflow.ir.functions import raisable_functions, scratch_module, source_names
+from polyflow.ir.functions import raisable_functions, scratch_module, source_names, swap_in
 from polyflow.ir.locations import position_text
 from polyflow.ir.names import NOT_AFFINE_ATTR, symbol_name
 from polyflow.options import Options
@@ -80,10 +80,8 @@ def _raise_function(module: ir.Module, fn: ir.Operation, steps: list[_Step]) -> 
         except Exception as exc:  # anything a pass does wrong leaves this function unraised
             return _failure_reason(step.element, exc)
     # Its callers (the C-ABI entry, other functions) must still match it.
-    if copy.attributes["function_type"] != fn.attributes["function_type"]:
+    if swap_in(fn, copy) is None:
         return "the raising passes changed the function's type"
-    copy.clone(ip=ir.InsertionPoint(fn))
-    fn.erase()
     del scratch
     return None
 

@@ -16,7 +16,7 @@ raising stage works on (not the C-ABI entries `__polyflow_*`, not functions mark
 2. parallelization (`options.parallel`): `schedule-parallelize` (parallelize.py);
 3. micro-kernels (`options.micro_kernels`, with rescheduling): `schedule-micro-kernels`
    (micro_kernel.py: contraction nests → register-blocked vector code for the target's
-   register width, `vector_register_bits`).
+   register width, `polyflow.target`).
 
 A scop that cannot be scheduled keeps its code (with a note). When rescheduling a function fails
 anywhere else, the function keeps its raised code, is marked `polyflow.not_scheduled = "<reason>"`
@@ -40,7 +40,7 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 from polyflow import forked, passes
-from polyflow.ir.functions import raisable_functions, scratch_module, source_names
+from polyflow.ir.functions import raisable_functions, scratch_module, source_names, swap_in
 from polyflow.ir.locations import position_text
 from polyflow.ir.names import (
     NOT_AFFINE_ATTR,
@@ -51,10 +51,10 @@ from polyflow.ir.names import (
 )
 from polyflow.options import Options
 from polyflow.poly.budget import BudgetExhausted, isl_budget, step_budget
+from polyflow.target import target_of
 
 from .codegen import CodegenError, generate
 from .dependences import Dependences, compute_dependences
-from .micro_kernel import vector_register_bits
 from .model import Scop, ScopRegion, extract_scops
 from .scheduler import (
     MAX_SKEWED_BAND,
@@ -344,15 +344,6 @@ def _element_bytes(region: ScopRegion) -> int:
     return max(widths, default=8)
 
 
-def _swap_in(fn: ir.Operation, copy: ir.Operation) -> ir.Operation | None:
-    """Replace `fn` by `copy` when its type is unchanged; the new function, or None."""
-    if copy.attributes["function_type"] != fn.attributes["function_type"]:
-        return None
-    new = copy.clone(ip=ir.InsertionPoint(fn))
-    fn.erase()
-    return new
-
-
 def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> None:
     """Both steps of the module docstring on `fn`, each on a copy, swapped in on success."""
     for attr in (NOT_SCHEDULED_ATTR, SCHEDULE_ATTR, SCHEDULE_NOTES_ATTR):  # from an earlier run
@@ -368,7 +359,7 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
             notes = []
             try:
                 trees = reschedule_function(copy, options, notes, expand_scalars=expand)
-                swapped = _swap_in(fn, copy)
+                swapped = swap_in(fn, copy)
                 if swapped is None:
                     failure = "rescheduling changed the function's type"
                 else:
@@ -390,7 +381,7 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
         try:
             with timer.step("parallelize"):
                 _run_pipeline(copy, element)
-            swapped = _swap_in(fn, copy)
+            swapped = swap_in(fn, copy)
             if swapped is None:
                 failure = failure or "parallelization changed the function's type"
             else:
@@ -402,12 +393,15 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
     if options.micro_kernels and options.schedule:
         scratch, copy = scratch_module(module, fn)
         contract = str(options.fp_contract == "fast").lower()
-        bits = vector_register_bits(options.march)
-        element = f"schedule-micro-kernels{{contract={contract} vector_bits={bits}}}"
+        bits = target_of(options.march, options.mtune).vector_bits
+        element = (
+            f"schedule-micro-kernels{{contract={contract} vector_bits={bits} "
+            f"rows={options.micro_kernel_rows} vectors={options.micro_kernel_vectors}}}"
+        )
         try:
             with timer.step("micro-kernels"):
                 _run_pipeline(copy, f"{element},canonicalize,cse")
-            swapped = _swap_in(fn, copy)
+            swapped = swap_in(fn, copy)
             if swapped is not None:
                 fn = swapped
         except Exception as exc:

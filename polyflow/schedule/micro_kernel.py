@@ -922,54 +922,6 @@ class _Body:
         self.current = dict(zip(keys, branch.results, strict=True))
 
 
-_AVX512_CPUS = (
-    "avx512",
-    "cascadelake",
-    "cooperlake",
-    "cannonlake",
-    "icelake",
-    "tigerlake",
-    "sapphirerapids",
-    "graniterapids",
-    "znver4",
-    "znver5",
-    "x86-64-v4",
-)
-_AVX2_CPUS = (
-    "haswell",
-    "broadwell",
-    "skylake",
-    "alderlake",
-    "raptorlake",
-    "meteorlake",
-    "znver1",
-    "znver2",
-    "znver3",
-    "bdver4",
-    "x86-64-v3",
-)
-
-
-def vector_register_bits(march: str) -> int:
-    """The SIMD register width code built for `march` runs with: the host's for 'native'
-    (from /proc/cpuinfo), 128 (SSE2) for the generic x86-64 target ''."""
-    if march == "native":
-        try:
-            with open("/proc/cpuinfo") as cpuinfo:
-                flags = next((line for line in cpuinfo if line.startswith("flags")), "").split()
-        except OSError:
-            return 128
-        if "avx512f" in flags:
-            return 512
-        return 256 if "avx2" in flags or "avx" in flags else 128
-    name = march.lower()
-    if any(cpu in name for cpu in _AVX512_CPUS):
-        return 512
-    if any(cpu in name for cpu in _AVX2_CPUS):
-        return 256
-    return 128
-
-
 def vectorize_contractions(
     fn: ir.Operation,
     *,
@@ -1034,6 +986,5 @@ __all__ = [
     "Contraction",
     "ScheduleMicroKernels",
     "match_contraction",
-    "vector_register_bits",
     "vectorize_contractions",
 ]

@@ -11,8 +11,8 @@ array_shapes=None)`:
       each path is tiled; bands below it stay inside the point loops as they are.
     * with `array_shapes` (the arrays' static sizes) and default sizes, a band is tiled only when
       tiles bring reuse the cache does not already give (`_tiling_pays`: some access reuses data
-      along an outer member with more than `REUSE_CACHE_BYTES` touched in between, or the same
-      cache line with more than `L1_DATA_BYTES`), or, with
+      along an outer member with more than half the L2 touched in between, or the same
+      cache line with more than the L1: the target's caches, polyflow/target.py), or, with
       `options.parallel`, when tiling keeps a parallel loop outermost that reordering for
       locality would move inwards (`_tiling_keeps_parallel_loop_outside`). Matrix-vector nests
       and floyd-warshall's (i, j) band touch a row or two between reuses, and run 1.5-2x faster
@@ -23,7 +23,7 @@ array_shapes=None)`:
       runs once and disappears from the generated code); a band with only such members is not
       tiled. With micro-kernels on (and no sizes given), a band holding a rectangular
       contraction `X[u][v] += A[u][r]·B[r][v]` gets sizes by role instead (many rows, 64
-      columns, 1 KiB of depth: `CONTRACTION_TILE_ROWS`), column tiles outermost.
+      columns, 1 KiB of depth: `Options.contraction_tile_*`), column tiles outermost.
     * `options.tile_second_level`: the tile band is tiled again by `SECOND_LEVEL_FACTOR` tiles per
       dimension (L2/L3 blocking), giving outer tiles → tiles → points.
     * `accesses` (each statement's access relations, one single-valued map per access, row-major
@@ -33,7 +33,7 @@ array_shapes=None)`:
     * `options.tile` false: nothing is tiled; the point-loop reordering still applies.
     * `options.parallel`, `options.wavefront` and `validity` given: a skewed tile band of 3 or
       more loops none of which is parallel (time-tiled stencils, seidel-2d) becomes a wavefront
-      (`_wavefront`): blocks of `WAVEFRONT_BLOCK`² tiles (or the second-level tiles) run along
+      (`_wavefront`): blocks of `options.wavefront_block`² tiles (or the second-level tiles) run along
       the anti-diagonals B0 + B1 of their first two dimensions, and the second one, which then
       carries no dependence, is marked `WAVEFRONT_MARK` for codegen.
     * `accesses` and `validity` given: when a tiled point band's innermost member walks memory
@@ -62,6 +62,7 @@ import islpy as isl
 from polyflow.ir.names import WAVEFRONT_MARK
 from polyflow.poly.budget import step_budget
 from polyflow.poly.isl_helpers import carries_dependence, maps_of, sets_of
+from polyflow.target import GENERIC_CACHES, Caches, target_of
 
 from .index_split import split_index_sets
 from .panels import split_dependence_sources
@@ -70,9 +71,6 @@ from .scheduler import check_schedule_legal
 if TYPE_CHECKING:
     from polyflow.options import Options
 
-# Per-core L1 data cache of the x86-64 machines we target (every Intel core since Nehalem, AMD
-# before Zen 5), in bytes.
-L1_DATA_BYTES = 32 * 1024
 # A tile of a contraction or stencil nest touches about three 2-D array blocks of side T (gemm:
 # C, A and B); T is the largest power of two with 3·T²·element_bytes ≤ L1, so f64 and f32 get 32
 # (PPCG's and Pluto's default as well), 1- and 2-byte types 64.
@@ -83,14 +81,13 @@ MAX_TILE_SIZE = 256
 # working set of 3·128²·8 B = 384 KiB fits a 512 KiB–2 MiB L2.
 SECOND_LEVEL_FACTOR = 4
 # Data a band may touch between two uses of a datum and still find it in cache: half the L2 of
-# one core of the machines we target (512 KiB on AMD Zen 2-4), the rest left to the streams that
-# have no reuse. A band that touches less between uses gains nothing from tiles, and loses the
+# one core (`REUSE_L2_SHARE`; the target's, polyflow/target.py), the rest left to the streams
+# that have no reuse. A band that touches less between uses gains nothing from tiles, and loses the
 # long stride-1 loops that vectorization and hardware prefetching need (mvt, atax, bicg: 2-4x).
 # Reuse of a cache line by a strided walk (a column, one line and often one page per element)
 # is held to the L1 size instead: untiled, adi's column sweep (232 KB between reuses, 1000
 # pages) ran at half the tiled speed.
-REUSE_CACHE_BYTES = 256 * 1024
-CACHE_LINE_BYTES = 64
+REUSE_L2_SHARE = 0.5
 # Tiles of a contraction nest that the micro-kernels take (micro_kernel.py): the kernel keeps a
 # 6-row block of X in registers across the whole depth of the tile, and packs the tile's B
 # block (depth × columns) once per tile, for all its rows. So: many rows (the packing is paid
@@ -99,15 +96,13 @@ CACHE_LINE_BYTES = 64
 # accumulators are loaded and stored once per that many multiply-adds, and the packed block,
 # 64 KiB, stays in L2). Measured at 2 threads: TC matmul 1024³ 30 -> 19 ms, mlp2 11 -> 6 ms;
 # PolyBench LARGE (f64) 2mm 8.6x -> 11x gcc, 3mm 8.9x -> 13x; a depth of 2 KiB lost 25-30% on
-# f64, rows and columns at half or double these sizes were within the noise.
-CONTRACTION_TILE_ROWS = 384
-CONTRACTION_TILE_COLUMNS = 64
-CONTRACTION_TILE_DEPTH_BYTES = 1024
+# f64, rows and columns at half or double these sizes were within the noise. (The sizes are
+# `Options.contraction_tile_rows`, `_columns` and `_depth_bytes`, for a tuner to vary.)
 
 
-def default_tile_size(element_bytes: int) -> int:
+def default_tile_size(element_bytes: int, caches: Caches = GENERIC_CACHES) -> int:
     """The tile size used for every band member when `options.tile_sizes` is None."""
-    elements = L1_DATA_BYTES // (ARRAYS_PER_TILE * max(element_bytes, 1))
+    elements = caches.l1_data // (ARRAYS_PER_TILE * max(element_bytes, 1))
     side = isqrt(elements)
     power = 1 << (side.bit_length() - 1) if side > 0 else 1
     return max(MIN_TILE_SIZE, min(power, MAX_TILE_SIZE))
@@ -120,7 +115,8 @@ def band_tile_sizes(n_member: int, *, options: Options, element_bytes: int = 8) 
         if any(size <= 0 for size in given):
             raise ValueError(f"tile sizes must be positive, got {given}")
         return tuple(given[min(pos, len(given) - 1)] for pos in range(n_member))
-    return (default_tile_size(element_bytes),) * n_member
+    caches = target_of(options.march, options.mtune).caches
+    return (default_tile_size(element_bytes, caches),) * n_member
 
 
 def tile_schedule(
@@ -172,13 +168,15 @@ def _tile_subtree(
         wanted = band_tile_sizes(node.band_n_member(), options=options, element_bytes=element_bytes)
         roles = _contraction_roles(node, strides) if _wants_contraction_tiles(options) else None
         if roles is not None:
-            wanted = _contraction_sizes(wanted, roles, element_bytes)
+            wanted = _contraction_sizes(wanted, roles, element_bytes, options)
         sizes = _fitted_sizes(node, wanted)
         # Sizes the user gave are followed; the default ones only where they bring reuse, or
         # keep a parallel loop outermost that the locality order would move inwards.
         pays = (
             options.tile_sizes is not None
-            or _tiling_pays(node, strides, shapes, element_bytes)
+            or _tiling_pays(
+                node, strides, shapes, element_bytes, target_of(options.march, options.mtune).caches
+            )
             or (options.parallel and _tiling_keeps_parallel_loop_outside(node, strides))
         )
         if options.tile and sizes is not None and pays and not _has_divisibility_guards(node):
@@ -199,7 +197,13 @@ def _tile_subtree(
             if options.tile_second_level:
                 node = node.parent()
             if options.parallel and options.wavefront and skewed and validity is not None:
-                node = _wavefront(node, sizes, validity, coarsen=not options.tile_second_level)
+                node = _wavefront(
+                    node,
+                    sizes,
+                    validity,
+                    coarsen=not options.tile_second_level,
+                    block=options.wavefront_block,
+                )
             elif options.parallel and validity is not None and not options.tile_second_level:
                 node = split_dependence_sources(
                     node, validity, max_operations=step_budget("panels", options)
@@ -230,10 +234,10 @@ def _tile_subtree(
     return node
 
 
-# A wavefront walks blocks of this many tiles per dimension (see `_wavefront`). Measured at
-# LARGE on 2 threads: single tiles (1) cost fdtd-2d 2x on one thread; 2 keeps the sequential
-# speed of fdtd-2d, jacobi-2d and seidel-2d and gains 1.2-1.7x on two threads; 4 gains less.
-WAVEFRONT_BLOCK = 2
+# A wavefront walks blocks of `Options.wavefront_block` tiles per dimension (see `_wavefront`).
+# Measured at LARGE on 2 threads: single tiles (1) cost fdtd-2d 2x on one thread; 2 keeps the
+# sequential speed of fdtd-2d, jacobi-2d and seidel-2d and gains 1.2-1.7x on two threads; 4
+# gains less.
 # Wavefronts are only for skewed bands (stencils: cholesky's, lu's or gramschmidt's unskewed
 # bands lost their parallel point loops to it) of at least 3 loops: a block of a 2-loop band
 # (jacobi-1d) holds a few thousand points, less work than sharing it out costs (4x slower).
@@ -241,11 +245,16 @@ MIN_WAVEFRONT_DEPTH = 3
 
 
 def _wavefront(
-    node: isl.ScheduleNode, sizes: Sequence[int], validity: isl.UnionMap, *, coarsen: bool
+    node: isl.ScheduleNode,
+    sizes: Sequence[int],
+    validity: isl.UnionMap,
+    *,
+    coarsen: bool,
+    block: int,
 ) -> isl.ScheduleNode:
     """A permutable tile band (of a skewed band, the caller checks) of at least
     `MIN_WAVEFRONT_DEPTH` members, every one of which carries a dependence, run as a wavefront:
-    with `coarsen`, tiled again into blocks of `WAVEFRONT_BLOCK` tiles per dimension (of
+    with `coarsen`, tiled again into blocks of `block` tiles per dimension (of
     `sizes` points), and the outer band's first member replaced by the sum of its first two, split
     after it, with `WAVEFRONT_MARK` above the rest. Every dependence between blocks moves
     forward or stays in each member of a permutable band, so blocks with the same sum are
@@ -259,7 +268,7 @@ def _wavefront(
     if not all(carries_dependence(node, m, validity) for m in range(n_member)):
         return node  # some tile loop is parallel already
     if coarsen:
-        blocks = tuple(size * WAVEFRONT_BLOCK for size in sizes)
+        blocks = tuple(size * block for size in sizes)
         node = node.band_tile(_multi_val(node, blocks))
     partial = node.band_get_partial_schedule()
     diagonal = partial.set_at(0, partial.get_at(0).add(partial.get_at(1)))
@@ -307,7 +316,8 @@ def _fitted_sizes(node: isl.ScheduleNode, wanted: Sequence[int]) -> tuple[int, .
 
 def _wants_contraction_tiles(options: Options) -> bool:
     """Whether contraction bands get the micro-kernels' tile sizes (see
-    `CONTRACTION_TILE_ROWS`): not when the user gave sizes or asked for second-level tiles."""
+    `Options.contraction_tile_rows`): not when the user gave sizes or asked for second-level
+    tiles."""
     return (
         options.micro_kernels
         and options.schedule
@@ -317,15 +327,14 @@ def _wants_contraction_tiles(options: Options) -> bool:
 
 
 def _contraction_sizes(
-    sizes: Sequence[int], roles: tuple[int, int, int], element_bytes: int
+    sizes: Sequence[int], roles: tuple[int, int, int], element_bytes: int, options: Options
 ) -> tuple[int, ...]:
     """`sizes` with the contraction's members (`roles`: rows, columns, depth) sized for the
-    micro-kernels (see `CONTRACTION_TILE_ROWS`)."""
-    depth = max(CONTRACTION_TILE_DEPTH_BYTES // max(element_bytes, 1), MIN_TILE_SIZE)
+    micro-kernels (`options.contraction_tile_*`)."""
+    depth = max(options.contraction_tile_depth_bytes // max(element_bytes, 1), MIN_TILE_SIZE)
     wanted = list(sizes)
-    for size, member in zip(
-        (CONTRACTION_TILE_ROWS, CONTRACTION_TILE_COLUMNS, depth), roles, strict=True
-    ):
+    rows, columns = options.contraction_tile_rows, options.contraction_tile_columns
+    for size, member in zip((rows, columns, depth), roles, strict=True):
         wanted[member] = size
     return tuple(wanted)
 
@@ -496,11 +505,12 @@ def _tiling_pays(
     strides: _AccessStrides | None,
     shapes: Mapping[str, tuple[int, ...]] | None,
     element_bytes: int,
+    caches: Caches,
 ) -> bool:
     """Whether tiling the permutable band `node` brings reuse the cache does not give anyway:
     some access uses the same element again at the next value of an outer member, with more
-    than `REUSE_CACHE_BYTES` touched in between, or the same cache line, with more than
-    `L1_DATA_BYTES`. True when that cannot be told (skewed bands, arrays of unknown size, no
+    than `REUSE_L2_SHARE` of the L2 touched in between, or the same cache line, with more than
+    the L1. True when that cannot be told (skewed bands, arrays of unknown size, no
     accesses)."""
     order = _locality_order(node, strides)
     iterators = _member_iterators(node)
@@ -518,15 +528,15 @@ def _tiling_pays(
                 shape = shapes.get(array)
                 if shape is None or any(extent < 0 for extent in shape):
                     return True
-                touched = _footprint(function, shape, fixed, element_bytes)
+                touched = _footprint(function, shape, fixed, element_bytes, caches.line)
                 # An access that stays on one element while the inner loops run costs one
                 # cache hit per outer iteration, whether or not it reuses anything.
                 if iterator is not None and touched > element_bytes:
                     reuse.add(_reuse_along(function, iterator))
                 between += touched
-        if "temporal" in reuse and between > REUSE_CACHE_BYTES:
+        if "temporal" in reuse and between > caches.l2 * REUSE_L2_SHARE:
             return True
-        if "spatial" in reuse and between > L1_DATA_BYTES:
+        if "spatial" in reuse and between > caches.l1_data:
             return True
     return False
 
@@ -590,7 +600,11 @@ def _reuse_along(function: isl.MultiAff, iterator: int) -> str:
 
 
 def _footprint(
-    function: isl.MultiAff, shape: tuple[int, ...], fixed: set[int], element_bytes: int
+    function: isl.MultiAff,
+    shape: tuple[int, ...],
+    fixed: set[int],
+    element_bytes: int,
+    line_bytes: int,
 ) -> int:
     """An upper bound on the bytes the access touches while the iterators in `fixed` keep their
     values: the whole extent of every index some other iterator moves, a cache line per element
@@ -611,7 +625,7 @@ def _footprint(
     elements = 1
     for pos in moving:
         elements *= shape[pos] if pos < len(shape) else 1
-    return elements * (element_bytes if n_index - 1 in moving else CACHE_LINE_BYTES)
+    return elements * (element_bytes if n_index - 1 in moving else line_bytes)
 
 
 def _sink_strided_member(

@@ -27,6 +27,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from polyflow.target import target_of
 from polyflow.version import __version__
 
 DEFAULT_MAX_BYTES = 2 << 30
@@ -78,25 +79,11 @@ def code_fingerprint(*packages: str) -> str:
 
 
 @functools.cache
-def _host_cpu() -> str:
-    """The CPU model and its feature flags, hashed: what `-march=native` compiles for."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        import platform
-
-        return platform.machine()
-    wanted = [ln for ln in text.splitlines() if ln.startswith(("model name", "flags"))][:2]
-    return hashlib.sha256("\n".join(wanted).encode()).hexdigest()[:16]
-
-
-def compiler_versions(*, march: str = "") -> dict[str, str]:
-    """What the key holds of the compiler: polyflow's release and code hash, MLIR's and isl's
-    versions, and the host CPU when compiling for `march='native'`."""
-    versions = dict(_release_versions())
-    if march == "native":
-        versions["host_cpu"] = _host_cpu()
-    return versions
+def compiler_versions(*, march: str = "", mtune: str = "") -> dict[str, str]:
+    """What the key holds of the compiler and the machine compiled for: polyflow's release and
+    code hash, MLIR's and isl's versions, and the target's facts (`polyflow.target`: the
+    register width and caches, and the host CPU for 'native')."""
+    return {**dict(_release_versions()), **target_of(march, mtune).fingerprint()}
 
 
 @functools.cache
@@ -157,7 +144,7 @@ def module_key(module: Any, options: Any, product: str) -> str:
         entry=None,
         target=product,
         options=options.model_dump(mode="json"),
-        versions=compiler_versions(march=options.march),
+        versions=compiler_versions(march=options.march, mtune=options.mtune),
     )
 
 

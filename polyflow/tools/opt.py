@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from mlir import ir
 
+from polyflow.ir.contexts import new_context
 from polyflow.passes import PASSES, run_on_functions
 
 
@@ -32,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(PASSES))
         return 0
     text = sys.stdin.read() if args.input == "-" else open(args.input).read()
-    with ir.Context() as ctx:
+    with new_context() as ctx:
         ctx.allow_unregistered_dialects = False
         try:
             module = ir.Module.parse(text)

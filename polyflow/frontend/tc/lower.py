@@ -21,8 +21,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import affine, arith, func, llvm, math, memref
+from mlir.dialects import affine, arith, func, math, memref
 
+from polyflow.frontend.c_abi import memref_descriptor
 from polyflow.ir.names import CABI_PREFIX, GATHER_ATTR, NOALIAS_ATTR
 
 from . import syntax as ast
@@ -110,28 +111,11 @@ def _c_abi_entry(name: str, types: list[ir.MemRefType]) -> None:
     ptr = ir.Type.parse("!llvm.ptr")
     wrapper = func.FuncOp(CABI_PREFIX + name, ([ptr] * len(types), []))
     block = wrapper.add_entry_block()
-    i64 = ir.IntegerType.get_signless(64)
     with ir.InsertionPoint(block):
-        operands = []
-        for arg, kind in zip(block.arguments, types, strict=True):
-            shape = list(kind.shape)
-            rank = len(shape)
-            fields = "ptr, ptr, i64" + (
-                f", array<{rank} x i64>, array<{rank} x i64>" if rank else ""
-            )
-            desc = llvm.mlir_undef(ir.Type.parse(f"!llvm.struct<({fields})>"))
-            desc = llvm.insertvalue(desc, arg, [0])
-            desc = llvm.insertvalue(desc, arg, [1])
-            desc = llvm.insertvalue(desc, arith.constant(i64, 0), [2])
-            stride = 1
-            for k in range(rank - 1, -1, -1):
-                desc = llvm.insertvalue(desc, arith.constant(i64, shape[k]), [3, k])
-                desc = llvm.insertvalue(desc, arith.constant(i64, stride), [4, k])
-                stride *= shape[k]
-            cast = ir.Operation.create(
-                "builtin.unrealized_conversion_cast", results=[kind], operands=[desc]
-            )
-            operands.append(cast.results[0])
+        operands = [
+            memref_descriptor(arg, kind)
+            for arg, kind in zip(block.arguments, types, strict=True)
+        ]
         func.CallOp([], ir.FlatSymbolRefAttr.get(name), operands)
         func.ReturnOp([])
 
