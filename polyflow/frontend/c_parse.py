@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from concurrent.futures import Future, ThreadPoolExecutor
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, NoReturn
 
 import pycparser_fake_libc
 from pycparser import c_ast, c_parser
@@ -49,11 +50,14 @@ def _run_c_compiler(cmd: list[str], source: str, filename: str) -> str:
     )
     if proc.returncode == 0:
         return proc.stdout
-    match = _GCC_DIAG.search(proc.stderr)
+    _raise_c_error(proc.stderr, source, filename)
+
+
+def _raise_c_error(stderr: str, source: str, filename: str) -> NoReturn:
+    """The C compiler's first error as a CompileError at its position."""
+    match = _GCC_DIAG.search(stderr)
     if match is None:
-        raise CompileError(
-            proc.stderr.strip() or "the C compiler rejected the input", file=filename
-        )
+        raise CompileError(stderr.strip() or "the C compiler rejected the input", file=filename)
     raise CompileError(
         match["msg"],
         file=match["file"],
@@ -65,10 +69,13 @@ def _run_c_compiler(cmd: list[str], source: str, filename: str) -> str:
 
 def check_syntax(source: str, filename: str, options: Options, source_dir: Path | None) -> None:
     """Run the system C compiler's front end so that C errors carry its precise positions."""
+    _run_c_compiler(_syntax_command(options, source_dir), source, filename)
+
+
+def _syntax_command(options: Options, source_dir: Path | None, given: str = "-") -> list[str]:
+    """cc's syntax check of the file `given` ('-': standard input)."""
     flags = preprocessor_flags(options, source_dir)
-    _run_c_compiler(
-        [options.cc, "-fsyntax-only", "-std=gnu11", "-x", "c", "-", *flags], source, filename
-    )
+    return [options.cc, "-fsyntax-only", "-std=gnu11", "-x", "c", given, *flags]
 
 
 def parse_c(
@@ -83,21 +90,46 @@ def parse_c(
     With `elide_initializers`, large numeric tables are not parsed (`initializers.py`: for a
     build, whose globals the C compiler defines)."""
     # cc's syntax check runs beside the preprocessing and parsing (on a 3.7 MB table it takes a
-    # second of its own); its diagnostics, which carry cc's precise positions, come first.
-    with ThreadPoolExecutor(1) as pool:
+    # second of its own); its diagnostics, which carry cc's precise positions, come first. A
+    # process of its own, reading a file, not a thread: under a memory limit (the service's) a
+    # thread could start and die before it said so, and the parse then waited for it forever.
+    with tempfile.TemporaryDirectory(prefix="polyflow-syntax-") as tmp:
+        given = Path(tmp) / "input.c"
+        given.write_text(_with_filename(source, filename))
+        errors = (Path(tmp) / "errors.txt").open("w+")
         try:
-            checked = pool.submit(check_syntax, source, filename, options, source_dir)
-        except RuntimeError:  # no thread to be had (a memory limit): one after the other
+            checking = subprocess.Popen(
+                _syntax_command(options, source_dir, str(given)),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+                env=_C_LOCALE,
+            )
+        except OSError:  # no process to be had: one after the other
+            errors.close()
             check_syntax(source, filename, options, source_dir)
-            checked = Future()
-            checked.set_result(None)
+            checking = None
         try:
             ast = _preprocess_and_parse(source, filename, options, source_dir, elide_initializers)
         except CompileError:
-            checked.result()
+            _finish_check(checking, errors, source, filename)
             raise
-        checked.result()
+        _finish_check(checking, errors, source, filename)
     return ParsedC(ast=ast, filename=filename, source=source)
+
+
+def _finish_check(
+    checking: subprocess.Popen[bytes] | None, errors: IO[str], source: str, filename: str
+) -> None:
+    """Wait for cc's syntax check; its first error, if any, as a CompileError."""
+    if checking is None:
+        return
+    status = checking.wait()
+    errors.seek(0)
+    message = errors.read()
+    errors.close()
+    if status != 0:
+        _raise_c_error(message, source, filename)
 
 
 def _preprocess_and_parse(

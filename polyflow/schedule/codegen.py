@@ -513,7 +513,7 @@ def generate(
     (module docstring); with `dependences` (all of the scop's), loops that carry none of them
     get `INDEPENDENT_ATTR`. Raises `CodegenError` and leaves the region as it was when that
     fails. `budget_base` scales the AST build's and the independence checks' isl budgets
-    (budget.py)."""
+    (poly/budget.py)."""
     try:
         ast = ih.build_ast(
             scop.context,

@@ -10,7 +10,7 @@ schedule that orders all of them as the source order does computes the same (CON
 validity = RAW ∪ WAR ∪ WAW). Pure: isl in, isl out.
 
 isl's dataflow analysis can explode (coupled subscripts over several iterators under modulo
-guards: minutes for one scop), so it runs under an operation budget (`budget.py`, step
+guards: minutes for one scop), so it runs under an operation budget (`poly/budget.py`, step
 "dependences").
 """
 

@@ -28,7 +28,7 @@ from polyflow.poly.isl_helpers import carries_dependence, maps_of
 
 # Splits on one path from the root: floyd-warshall needs two (i, then j); 9 copies of the body.
 MAX_SPLITS_PER_NEST = 2
-# isl operations the whole walk may take by default (budget.py; tiling passes the options' own);
+# isl operations the whole walk may take by default (poly/budget.py; tiling passes the options' own);
 # past it the schedule comes back unchanged.
 SPLIT_MAX_OPERATIONS = step_budget("index splitting")
 

@@ -29,7 +29,7 @@ from polyflow.poly.isl_helpers import band_time, carries_dependence, sets_of
 
 # Splits in all, the first included (lu and cholesky need two: step, then diagonal vs panels).
 MAX_SPLIT_LEVELS = 2
-# isl operations the whole split may take by default (budget.py; tiling passes the options' own;
+# isl operations the whole split may take by default (poly/budget.py; tiling passes the options' own;
 # past it: the band is left unchanged). A third level on lu's diagonal tiles ran out of 24 GB of
 # memory without the limit.
 SPLIT_MAX_OPERATIONS = step_budget("panels")

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .model import Scop
 
 # isl counts elementary operations (roughly one per microsecond here: PolyBench's 2mm, four
-# statements, takes ~19 000). The default (budget.py: five million) bounds a scheduling run to a
+# statements, takes ~19 000). The default (poly/budget.py: five million) bounds a scheduling run to a
 # few seconds; a scop that needs more is left in source order rather than stalling the compile.
 # A count, not a clock, so the same input always gets the same answer (compile results are
 # cached by their inputs).
