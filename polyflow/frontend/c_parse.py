@@ -114,6 +114,12 @@ def parse_c(
         except CompileError:
             _finish_check(checking, errors, source, filename)
             raise
+        except BaseException:  # not the input's fault: stop cc, leave nothing behind
+            if checking is not None:
+                checking.kill()
+                checking.wait()
+                errors.close()
+            raise
         _finish_check(checking, errors, source, filename)
     return ParsedC(ast=ast, filename=filename, source=source)
 
