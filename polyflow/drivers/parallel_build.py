@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import functools
 import json
-import os
 import subprocess
 import tempfile
 import time
@@ -30,6 +29,7 @@ from polyflow.ir.names import symbol_name
 from polyflow.lowering.llvm_ir import compile_llvm_ir_to_object
 from polyflow.options import Options
 from polyflow.pipeline import run_pipeline
+from polyflow.target import host_cores
 
 # A group of functions with fewer operations than this is not worth a process of its own (a
 # fork, a second `opt` and `llc`, and joining the objects cost ~40 ms): two 50-line loop nests are
@@ -58,11 +58,8 @@ class GroupResult:
 
 
 def worker_count() -> int:
-    """The cores this process may use."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    """The cores this process may use (the target's, `polyflow.target.host_cores`)."""
+    return host_cores()
 
 
 def function_groups(
