@@ -12,6 +12,7 @@ from typing import Any, Literal, get_args, get_origin
 
 from polyflow.errors import CompileError
 from polyflow.options import TC_DEFAULTS, EmitStage, PipelineStage
+from polyflow.report import CompileReport
 
 EMITS = list(get_args(EmitStage))
 # to stdout unless -o says otherwise (LLVM IR goes to a .ll file, binaries to files)
@@ -43,7 +44,13 @@ def _build_parser() -> argparse.ArgumentParser:
         "--report",
         action="store_true",
         help="print what raising to affine made of each loop, and why not, and what the -O3 "
-        "stage skipped, on stderr",
+        "stage skipped, tiled, ran in parallel and turned into micro-kernels, on stderr",
+    )
+    build.add_argument(
+        "--report-json",
+        metavar="PATH",
+        help="write the compile report (versioned JSON: every remark of every stage, with "
+        "source positions; the schedule trees; the timings) to PATH",
     )
     build.add_argument("--time", action="store_true", help="print the time of each stage")
     build.add_argument(
@@ -354,6 +361,11 @@ def _build(args: argparse.Namespace, options: object) -> int:
         if args.report:
             for note in report.notes:
                 print(f"note: {note}", file=sys.stderr)
+            facts = report.report.select(stage="schedule", severity="remark")
+            if facts:
+                print(CompileReport(remarks=facts).format(["remark"]), file=sys.stderr)
+        if args.report_json:
+            Path(args.report_json).write_text(report.report.to_json() + "\n")
         if to_stdout:
             sys.stdout.write(output.read_text())
     if args.time:

@@ -10,9 +10,11 @@ from mlir import ir
 
 from polyflow import raising as _raising
 from polyflow import schedule as _scheduling
+from polyflow.ir.remarks import take_remarks
 from polyflow.lowering.llvm_dialect import lower_to_llvm_dialect
 from polyflow.lowering.llvm_ir import optimize_llvm_ir, translate_to_llvm_ir
 from polyflow.options import Options
+from polyflow.report import CompileReport, Remark
 from polyflow.toolchain import openmp_library_dir
 
 ModuleStage = tuple[str, Callable[[ir.Module, Options], ir.Module]]
@@ -42,22 +44,35 @@ STAGE_NAMES = ["mlir", *(name for name, _ in MODULE_STAGES), "llvm"]
 
 @dataclass
 class PipelineResult:
-    """What the pipeline produced: the final module, LLVM IR (if reached), each kept stage's text,
-    each stage's time, the warnings of the stages (a function left unraised, and why), the notes
-    of the polyhedral stage (what it skipped, which loops reorder float reductions) and the isl
-    schedule trees it generated code from, by function."""
+    """What the pipeline produced: the final module, LLVM IR (if reached), each kept stage's text
+    and the compile report (polyflow.report): what each stage said (a function left unraised,
+    and why; each loop raised or not; what the polyhedral stage skipped, tiled, ran in parallel,
+    which loops reorder float reductions), the isl schedule trees, each stage's time."""
 
     module: ir.Module
     llvm_ir: str | None = None
     stages: dict[str, str] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    schedules: dict[str, str] = field(default_factory=dict)
+    report: CompileReport = field(default_factory=CompileReport)
     cached: bool = False  # lowered by an earlier compile, read from the compile cache
     # False when a function ran past `Options.compile_timeout`: the result depends on the
     # machine's speed, so no cache may keep it
     cacheable: bool = True
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.report.warnings
+
+    @property
+    def notes(self) -> list[str]:
+        return self.report.notes
+
+    @property
+    def schedules(self) -> dict[str, str]:
+        return self.report.schedules
+
+    @property
+    def timings(self) -> dict[str, float]:
+        return self.report.timings
 
 
 def run_pipeline(
@@ -70,12 +85,14 @@ def run_pipeline(
 ) -> PipelineResult:
     """Run the stages after the frontend on `module` (in place) up to and including `stop_after`.
 
-    `after_stage(name, module)` is called after each MLIR stage, for callers that read the IR
-    there (the raising report reads it after 'affine').
+    After each stage, what it said goes into the result's report (and out of the IR, before a
+    kept stage's text is taken). `after_stage(name, module)` is called after each MLIR stage,
+    for callers that read the IR there.
     """
     if stop_after not in STAGE_NAMES:
         raise ValueError(f"unknown stage '{stop_after}' (known: {', '.join(STAGE_NAMES)})")
     result = PipelineResult(module)
+    report = result.report
     if "mlir" in keep:
         result.stages["mlir"] = str(module)
     if stop_after == "mlir":
@@ -83,22 +100,27 @@ def run_pipeline(
     for name, stage in MODULE_STAGES:
         start = time.perf_counter()
         module = stage(module, options)
-        result.timings[name] = time.perf_counter() - start
+        report.timings[name] = time.perf_counter() - start
         result.module = module
         if name == "affine":
-            result.warnings += _raising.raise_warnings(module)
+            report.remarks += _raising.raising_remarks(module, enabled=options.raising_enabled)
         elif name == "affine-opt" and _scheduling.scheduling_enabled(options):
-            result.warnings += _scheduling.schedule_warnings(module)
+            report.remarks += _scheduling.schedule_remarks(module)
             if _stage_options(options) != options:
-                result.warnings.append(
-                    "warning: no OpenMP runtime (libiomp5 from the intel-openmp package) was "
-                    "found: loops stay sequential"
+                report.add(
+                    Remark(
+                        "schedule",
+                        "no-openmp-runtime",
+                        "warning",
+                        "no OpenMP runtime (libiomp5 from the intel-openmp package) was "
+                        "found: loops stay sequential",
+                    )
                 )
-            result.notes += _scheduling.schedule_notes(module)
-            result.schedules = _scheduling.schedule_trees(module)
+            report.schedules.update(_scheduling.schedule_trees(module))
             for step, seconds in _scheduling.step_times().items():
-                result.timings[f"affine-opt/{step}"] = seconds
+                report.timings[f"affine-opt/{step}"] = seconds
             result.cacheable = not _scheduling.past_deadline()
+        report.remarks += take_remarks(module)  # whatever else a stage left on a function
         if name in keep:
             result.stages[name] = str(module)
         if after_stage is not None:
@@ -107,7 +129,7 @@ def run_pipeline(
             return result
     start = time.perf_counter()
     result.llvm_ir = optimize_llvm_ir(translate_to_llvm_ir(module), options)
-    result.timings["llvm"] = time.perf_counter() - start
+    report.timings["llvm"] = time.perf_counter() - start
     if "llvm" in keep:
         result.stages["llvm"] = result.llvm_ir
     return result

@@ -30,6 +30,7 @@ from polyflow.frontend.tc.checks import CheckedComprehension, CheckedDefinition,
 from polyflow.frontend.tc.parser import parse
 from polyflow.frontend.tc.ranges import InferredDefinition, Specialized, infer_ranges, specialize
 from polyflow.options import TC_DEFAULTS, Options
+from polyflow.report import CompileReport
 
 __all__ = ["TcFunction", "define", "definition_names"]
 
@@ -76,8 +77,7 @@ class _Compiled:
     engine: Any  # keeps the code alive
     call: Any
     stages: dict[str, str]
-    warnings: list[str]
-    notes: list[str]
+    report: CompileReport
     cached: bool  # lowered from the shared compile cache (only the JIT ran)
 
 
@@ -160,7 +160,15 @@ class TcFunction:
     @property
     def warnings(self) -> list[str]:
         """What the compiler could not do for the last call's shapes."""
-        return [] if self._last is None else list(self._last.warnings)
+        return [] if self._last is None else self._last.report.warnings
+
+    @property
+    def report(self) -> CompileReport:
+        """The compile report of the last call's shapes (polyflow.report): what each stage did
+        and did not do, and where."""
+        if self._last is None:
+            raise ValueError(f"{self.name} has not run yet: pass arguments to specialize it")
+        return self._last.report
 
     @property
     def cached(self) -> bool:
@@ -313,8 +321,7 @@ def _build(
         (engine, context),
         call,
         result.stages,
-        result.warnings,
-        result.notes,
+        result.report,
         result.cached,
     )
 

@@ -115,7 +115,15 @@ class CompileRequest(BaseModel):
 class CompileResponse(BaseModel):
     key: str = Field(description="the content address of this result (SHA-256, hex)")
     entry: str | None = Field(description="the compiled function (None: every one that could be)")
-    diagnostics: list[dict[str, Any]] = Field(description="warnings and notes of the compile")
+    diagnostics: list[dict[str, Any]] = Field(
+        description="warnings and notes of the compile (severity, message, and the file, line "
+        "and column where known)"
+    )
+    report: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the compile report (polyflow.report.CompileReport, versioned JSON): every "
+        "remark of every stage with its source position, the schedule trees, the timings"
+    )
     stages: dict[str, str] = Field(description="the MLIR/LLVM text of each stage asked for")
     artifacts: dict[str, str] = Field(description="name -> base64 bytes (also under /v1/artifacts)")
     timings: dict[str, float] = Field(description="milliseconds per compile stage")

@@ -70,8 +70,11 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     with context, ir.Location.unknown():
         compiled = compile_module(module, options, produce="object", keep=keep, cache=None, workers=1)
     timings.update({name: seconds * 1e3 for name, seconds in compiled.timings.items()})
-    diagnostics = [{"severity": "warning", "message": w} for w in compiled.warnings]
-    diagnostics += [{"severity": "note", "message": n} for n in compiled.notes]
+    said = compiled.report
+    diagnostics: list[dict[str, Any]] = [
+        _diagnostic(r) for r in said.remarks if r.severity == "warning"
+    ]
+    diagnostics += [_diagnostic(r) for r in said.remarks if r.severity == "note"]
     start = time.perf_counter()
     artifacts = _binaries(compiled.object, compiled.openmp, diagnostics)
     timings["link"] = (time.perf_counter() - start) * 1e3
@@ -83,11 +86,23 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         "stages": {name: text for name, text in compiled.stages.items() if name in keep},
         "artifacts": {name: base64.b64encode(data).decode() for name, data in artifacts.items()},
         "timings": timings,
+        "report": said.to_dict(),
     }
     return response, compiled.cacheable
 
 
-def _binaries(obj: bytes, openmp: bool, diagnostics: list[dict[str, str]]) -> dict[str, bytes]:
+def _diagnostic(remark: Any) -> dict[str, Any]:
+    """A warning or note of the report as the response's `diagnostics` give it: the line a
+    compiler prints, and where it points."""
+    out: dict[str, Any] = {"severity": remark.severity, "message": remark.text()}
+    if remark.position is not None:
+        out.update(
+            file=remark.position.file, line=remark.position.line, column=remark.position.column
+        )
+    return out
+
+
+def _binaries(obj: bytes, openmp: bool, diagnostics: list[dict[str, Any]]) -> dict[str, bytes]:
     """kernel.o (position-independent) and kernel.so, linked against the OpenMP runtime when
     the code has parallel loops (the client then needs libiomp5 at run time; a note says so)."""
     from polyflow.drivers.objects import openmp_link_flags

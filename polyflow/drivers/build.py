@@ -17,39 +17,74 @@ from polyflow.drivers.c_splice import BodySpan, find_function_body, splice
 from polyflow.drivers.compile import Compiled, compile_module
 from polyflow.drivers.objects import openmp_link_flags
 from polyflow.drivers.sources import c_module
-from polyflow.errors import CompileError
+from polyflow.errors import CompileError, SourcePosition
 from polyflow.frontend.c import CFunction, CModule
 from polyflow.frontend.c_parse import preprocessor_flags
 from polyflow.options import EmitStage, Options
 from polyflow.raising.report import RaiseReport
+from polyflow.report import CompileReport, Json, Remark
 from polyflow.storage.cache import CompileCache, default_cache
 from polyflow.toolchain import openmp_library_dir
 
 
 @dataclass
 class BuildReport:
-    """What a build did: which functions went through MLIR, which did not and why, and how long;
-    with `raise_report=True`, what raising made of each function (a `RaiseReport`). `notes`: what
-    the polyhedral stage skipped and which loops reorder floating-point reductions; `parallel`:
-    whether the program runs OpenMP loops (and links libiomp5)."""
+    """What a build did: which functions went through MLIR, which did not and why; the compile
+    report (`report`: what each stage said, with the build's own warnings, the schedule trees
+    and the time of each step; `warnings` and `notes` are its text); with
+    `raise_report=True`, what raising made of each function (a `RaiseReport`, the table of
+    `--report`); `parallel`: whether the program runs OpenMP loops (and links libiomp5)."""
 
     output: Path
     compiled: list[str] = field(default_factory=list)
     fallbacks: dict[str, str] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)
+    report: CompileReport = field(default_factory=CompileReport)
     raising: RaiseReport | None = None
-    notes: list[str] = field(default_factory=list)
-    schedules: dict[str, str] = field(default_factory=dict)
     parallel: bool = False
     parallel_functions: list[str] = field(default_factory=list)  # the C functions that fork
     cached: bool = False  # the compiled functions' object came from the compile cache
 
-    def leave_to_cc(self, name: str, where: str, reason: str) -> None:
+    @property
+    def warnings(self) -> list[str]:
+        return self.report.warnings
+
+    @property
+    def notes(self) -> list[str]:
+        return self.report.notes
+
+    @property
+    def schedules(self) -> dict[str, str]:
+        return self.report.schedules
+
+    @property
+    def timings(self) -> dict[str, float]:
+        return self.report.timings
+
+    def warn(
+        self,
+        kind: str,
+        message: str,
+        position: SourcePosition | None,
+        *,
+        function: str | None = None,
+        **data: Json,
+    ) -> None:
+        """Add a warning of the build itself (stage `build`) to the report."""
+        self.report.add(Remark("build", kind, "warning", message, function, position, data))
+
+    def leave_to_cc(self, name: str, position: SourcePosition | None, reason: str) -> None:
         """Record that `name` is built by the C compiler, and warn with the reason."""
         self.fallbacks[name] = reason
-        self.warnings.append(
-            f"{where}: warning: function '{name}' is left to the C compiler: {reason}"
+        self.report.add(
+            Remark(
+                "frontend",
+                "left-to-cc",
+                "warning",
+                f"function '{name}' is left to the C compiler: {reason}",
+                name,
+                position,
+                {"reason": reason},
+            )
         )
 
 
@@ -78,7 +113,7 @@ def _locate_bodies(
         else:
             bodies[name] = (fn, span)
             continue
-        report.leave_to_cc(name, f"{cmod.filename}:{line}", reason)
+        report.leave_to_cc(name, SourcePosition(cmod.filename, line, 0), reason)
     return bodies
 
 
@@ -124,12 +159,21 @@ def build_program(
     )
     report.timings["frontend"] = time.perf_counter() - start
     for name, exc in cmod.skipped.items():
-        report.leave_to_cc(name, exc.where or filename, exc.reason)
+        coord = getattr(exc.node, "coord", None)
+        position = (
+            SourcePosition(coord.file, coord.line, coord.column or 0)
+            if coord
+            else SourcePosition(filename, 0, 0)
+        )
+        report.leave_to_cc(name, position, exc.reason)
     if options.functions is not None:
         for name in options.functions:
             if name not in cmod.functions and name not in cmod.skipped:
-                report.warnings.append(
-                    f"{filename}: warning: --functions names '{name}', which is not defined in this file"
+                report.warn(
+                    "unknown-function",
+                    f"--functions names '{name}', which is not defined in this file",
+                    SourcePosition(filename, 0, 0),
+                    function=name,
                 )
     bodies = _locate_bodies(cmod, text, report) if emit == "exe" else {}
     report.compiled = sorted(cmod.functions) if emit != "exe" else sorted(bodies)
@@ -155,9 +199,11 @@ def build_program(
             output.write_bytes(built.object)
             if built.openmp:
                 report.parallel = True
-                report.warnings.append(
-                    f"{filename}: warning: the object file has OpenMP loops: link it with "
-                    f"-L{openmp_library_dir()} -liomp5"
+                report.warn(
+                    "openmp-object",
+                    "the object file has OpenMP loops: link it with "
+                    f"-L{openmp_library_dir()} -liomp5",
+                    SourcePosition(filename, 0, 0),
                 )
             return report
         if emit != "exe":
@@ -239,10 +285,9 @@ def _kernel_object(
 
 
 def _record(report: BuildReport, result: Compiled) -> None:
-    report.timings.update(result.timings)
-    report.warnings += result.warnings
-    report.notes += result.notes
-    report.schedules.update(result.schedules)
+    report.report.remarks += result.report.remarks
+    report.report.schedules.update(result.report.schedules)
+    report.report.timings.update(result.report.timings)
     if report.raising is not None and "affine" in result.timings:
         report.raising = dataclasses.replace(report.raising, seconds=result.timings["affine"])
 
@@ -293,9 +338,12 @@ def format_schedules(schedules: dict[str, str], options: Options) -> str:
 def _give_up_on_mlir(report: BuildReport, filename: str, exc: Exception) -> None:
     """An internal failure after the frontend: the C compiler builds everything, and we say so."""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    report.warnings.append(
-        f"{filename}: warning: internal error in polyflow's backend ({first}); "
-        "the whole file is compiled by the C compiler"
+    report.warn(
+        "internal-error",
+        f"internal error in polyflow's backend ({first}); "
+        "the whole file is compiled by the C compiler",
+        SourcePosition(filename, 0, 0),
+        error=first,
     )
     for name in report.compiled:
         report.fallbacks[name] = "internal error in polyflow's backend"

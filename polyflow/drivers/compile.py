@@ -25,6 +25,7 @@ from polyflow.errors import CompileError
 from polyflow.lowering.llvm_ir import compile_llvm_ir_to_object
 from polyflow.options import Options
 from polyflow.pipeline import PipelineResult, run_pipeline
+from polyflow.report import CompileReport
 from polyflow.storage.cache import CompileCache, default_cache, module_key
 
 # What a compile produces:
@@ -44,9 +45,9 @@ JIT_STAGES = frozenset({"mlir", "affine", "affine-opt", "llvm-dialect"})
 class Compiled:
     """What a compile produced and said: the final module (for `jit`, the lowered module; for a
     cache hit, parsed from the cache), the object's bytes (`object`), whether that code calls
-    the OpenMP runtime and which C functions fork threads, each kept stage's text, the warnings
-    (a function left unraised, and why), the polyhedral stage's notes and schedule trees, the
-    time of each step, and whether it came from the cache."""
+    the OpenMP runtime and which C functions fork threads, each kept stage's text, the compile
+    report (what each stage said, the schedule trees, the time of each step; replayed from the
+    cache on a hit), and whether it came from the cache."""
 
     module: ir.Module | None = None
     object: bytes = b""
@@ -54,14 +55,27 @@ class Compiled:
     parallel_functions: list[str] = field(default_factory=list)
     llvm_ir: str | None = None
     stages: dict[str, str] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    schedules: dict[str, str] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)
+    report: CompileReport = field(default_factory=CompileReport)
     cached: bool = False
     # False when a function ran past `Options.compile_timeout`: the result depends on the
     # machine's speed, so no cache may keep it
     cacheable: bool = True
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.report.warnings
+
+    @property
+    def notes(self) -> list[str]:
+        return self.report.notes
+
+    @property
+    def schedules(self) -> dict[str, str]:
+        return self.report.schedules
+
+    @property
+    def timings(self) -> dict[str, float]:
+        return self.report.timings
 
 
 def check_target(options: Options, filename: str = "<input>") -> None:
@@ -112,10 +126,10 @@ def compile_module(
         kind = f"{options.target}-{produce}" + (f"+{','.join(sorted(keep))}" if keep else "")
         key = module_key(module, options, kind)
         stored = cache.get_json(key)
-        if stored is not None:
-            compiled = _from_record(stored, produce)
-            compiled.timings["cache"] = time.perf_counter() - start
-            return compiled
+        replayed = _from_record(stored, produce) if stored is not None else None
+        if replayed is not None:
+            replayed.timings["cache"] = time.perf_counter() - start
+            return replayed
     if produce == "jit":
         compiled = _from_pipeline(
             run_pipeline(
@@ -143,8 +157,8 @@ def _object(
         built = build_groups(module, groups, options, workers)
         processes = min(workers, len(groups))
         forking = [text for text in built.llvm_ir if uses_openmp(text)]
-        timings = dict(built.timings)  # each stage's time summed over the workers
-        timings[f"workers ({processes}, {len(groups)} groups, wall)"] = (
+        # each stage's time is summed over the workers; this one is the wall time
+        built.report.timings[f"workers ({processes}, {len(groups)} groups, wall)"] = (
             time.perf_counter() - start
         )
         return Compiled(
@@ -152,10 +166,7 @@ def _object(
             object=built.data,
             openmp=bool(forking),
             parallel_functions=sorted({n for text in forking for n in openmp_functions(text)}),
-            warnings=built.warnings,
-            notes=built.notes,
-            schedules=built.schedules,
-            timings=timings,
+            report=built.report,
             cacheable=built.cacheable,
         )
     compiled = _from_pipeline(
@@ -178,22 +189,16 @@ def _from_pipeline(result: PipelineResult) -> Compiled:
         module=result.module,
         llvm_ir=result.llvm_ir,
         stages=result.stages,
-        warnings=result.warnings,
-        notes=result.notes,
-        schedules=result.schedules,
-        timings=result.timings,
+        report=result.report,
         cacheable=result.cacheable,
     )
 
 
 def _record(compiled: Compiled, produce: Product) -> dict[str, object]:
     """What the cache keeps of a compile: enough to replay it without compiling."""
-    record: dict[str, object] = {
-        "stages": compiled.stages,
-        "warnings": compiled.warnings,
-        "notes": compiled.notes,
-        "schedules": compiled.schedules,
-    }
+    said = compiled.report.to_dict()
+    said["timings"] = {}  # a hit takes no time to compile: its own timings say so
+    record: dict[str, object] = {"stages": compiled.stages, "report": said}
     if produce == "object":
         record["object"] = base64.b64encode(compiled.object).decode()
         record["openmp"] = compiled.openmp
@@ -201,15 +206,14 @@ def _record(compiled: Compiled, produce: Product) -> dict[str, object]:
     return record
 
 
-def _from_record(stored: dict[str, object], produce: Product) -> Compiled:
+def _from_record(stored: dict[str, object], produce: Product) -> Compiled | None:
+    """The compile a cache record replays; None for a record this version cannot read."""
+    try:
+        report = CompileReport.from_dict(stored["report"])  # type: ignore[arg-type]
+    except (KeyError, ValueError, TypeError):
+        return None  # written by an older polyflow: compile again
     stages = dict(stored["stages"])  # type: ignore[call-overload]
-    compiled = Compiled(
-        stages=stages,
-        warnings=list(stored["warnings"]),  # type: ignore[call-overload]
-        notes=list(stored["notes"]),  # type: ignore[call-overload]
-        schedules=dict(stored["schedules"]),  # type: ignore[call-overload]
-        cached=True,
-    )
+    compiled = Compiled(stages=stages, report=report, cached=True)
     if produce == "jit":
         compiled.module = ir.Module.parse(stages["llvm-dialect"])
     else:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,6 +24,7 @@ from polyflow.frontend.c_types import Array, Scalar, Unsupported, Void
 from polyflow.ir.names import CABI_PREFIX
 from polyflow.lowering.llvm_dialect import has_parallel_loops
 from polyflow.options import Options
+from polyflow.report import CompileReport
 from polyflow.storage.cache import CompileCache
 from polyflow.toolchain import openmp_library_dir
 
@@ -61,9 +61,10 @@ class CompiledFunction:
     """A JIT-compiled C function; call it like the C function, with NumPy arrays for arrays.
 
     File-scope variables the function uses live in `globals` (NumPy arrays, initialized as C would);
-    `warnings` says what the compiler could not do (e.g. a function left unraised, and why);
-    `notes` what the polyhedral stage (-O3) skipped and which loops reorder float reductions;
-    `cached` whether the lowered code came from the shared compile cache.
+    `report` is the compile report (polyflow.report: what each stage did and did not do, and
+    where); `warnings` says what the compiler could not do (e.g. a function left unraised, and
+    why); `notes` what the polyhedral stage (-O3) skipped and which loops reorder float
+    reductions; `cached` whether the lowered code came from the shared compile cache.
     """
 
     def __init__(
@@ -72,16 +73,16 @@ class CompiledFunction:
         fn: CFunction,
         cmod: CModule,
         stages: dict[str, str],
-        warnings: Sequence[str] = (),
-        notes: Sequence[str] = (),
+        report: CompileReport | None = None,
         cached: bool = False,
     ) -> None:
         self._engine = engine  # keeps the compiled code alive
         self.name = fn.name
         self.signature = fn
         self.stages = stages
-        self.warnings = list(warnings)
-        self.notes = list(notes)
+        self.report = report or CompileReport()
+        self.warnings = self.report.warnings
+        self.notes = self.report.notes
         self.cached = cached
         self.globals: dict[str, np.ndarray] = {
             g: _initial_global(cmod.globals[g], cmod) for g in fn.globals
@@ -240,8 +241,7 @@ def compile_c(
         cmod.functions[entry],
         cmod,
         result.stages,
-        result.warnings,
-        result.notes,
+        result.report,
         result.cached,
     )
 

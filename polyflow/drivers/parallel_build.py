@@ -29,6 +29,7 @@ from polyflow.ir.names import symbol_name
 from polyflow.lowering.llvm_ir import compile_llvm_ir_to_object
 from polyflow.options import Options
 from polyflow.pipeline import run_pipeline
+from polyflow.report import CompileReport
 from polyflow.target import host_cores
 
 # A group of functions with fewer operations than this is not worth a process of its own (a
@@ -46,14 +47,12 @@ BALANCE_GROUP_OPS = 5000
 
 @dataclass
 class GroupResult:
-    """What the workers built, joined: one object and what the pipeline said."""
+    """What the workers built, joined: one object and what the pipeline said (each worker's
+    compile report, joined; its timings summed over the workers)."""
 
     data: bytes
     llvm_ir: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    schedules: dict[str, str] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)
+    report: CompileReport = field(default_factory=CompileReport)
     cacheable: bool = True
 
 
@@ -178,15 +177,13 @@ def _build_group(module: ir.Module, names: list[str], options: Options) -> bytes
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="polyflow-group-") as tmp:
         data = compile_llvm_ir_to_object(llvm_ir, Path(tmp) / "group.o", options).read_bytes()
-    timings = {"group": kept, **result.timings, "llc": time.perf_counter() - start}
+    report = result.report
+    report.timings = {"group": kept, **report.timings, "llc": time.perf_counter() - start}
     return json.dumps(
         {
             "object": base64.b64encode(data).decode(),
             "llvm_ir": llvm_ir,
-            "warnings": result.warnings,
-            "notes": result.notes,
-            "schedules": result.schedules,
-            "timings": timings,
+            "report": report.to_dict(),
             "cacheable": result.cacheable,
         }
     ).encode()
@@ -218,11 +215,7 @@ def _join(results: list[dict[str, object]], options: Options) -> GroupResult:
     joined = GroupResult(b"")
     for result in results:
         joined.llvm_ir.append(str(result["llvm_ir"]))
-        joined.warnings += list(result["warnings"])  # type: ignore[call-overload]
-        joined.notes += list(result["notes"])  # type: ignore[call-overload]
-        joined.schedules.update(dict(result["schedules"]))  # type: ignore[call-overload]
-        for stage, seconds in dict(result["timings"]).items():  # type: ignore[call-overload]
-            joined.timings[stage] = joined.timings.get(stage, 0.0) + float(seconds)
+        joined.report.extend(CompileReport.from_dict(result["report"]))  # type: ignore[arg-type]
         joined.cacheable = joined.cacheable and bool(result["cacheable"])
     with tempfile.TemporaryDirectory(prefix="polyflow-join-") as tmp:
         paths = []

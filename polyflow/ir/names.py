@@ -30,8 +30,9 @@ DISPATCHER_ATTR = "polyflow.alias_dispatcher"
 NOT_SCHEDULED_ATTR = "polyflow.not_scheduled"
 # The isl schedule tree the polyhedral stage generated a function's code from.
 SCHEDULE_ATTR = "polyflow.schedule"
-# What the polyhedral stage skipped, and which loops reorder floating-point reductions.
-SCHEDULE_NOTES_ATTR = "polyflow.schedule_notes"
+# What a stage said about a function (`polyflow.report.Remark`s as JSON strings), until the
+# pipeline moves them into the compile report (`polyflow.ir.remarks.take_remarks`).
+REMARKS_ATTR = "polyflow.remarks"
 
 # ----- on loops
 # One reduction kind per iter_arg (add mul min max and or xor none), from raise-reductions.

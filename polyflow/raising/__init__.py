@@ -5,8 +5,8 @@
 function of `module` that has a body, except the C-ABI entries (`__polyflow_*`, which have no
 loops) and functions marked `polyflow.no_raise`.
 Each function is raised on its own copy: when a pass fails or raises an exception, that function
-keeps its frontend code, is marked `polyflow.not_affine = "<reason>"` and `raise_warnings` names
-it; the other functions are raised as usual. See CONTRACT.md for what the passes do.
+keeps its frontend code, is marked `polyflow.not_affine = "<reason>"` and `raising_remarks`
+warns about it; the other functions are raised as usual. See CONTRACT.md for what the passes do.
 """
 
 from __future__ import annotations
@@ -19,12 +19,14 @@ from mlir.passmanager import PassManager
 
 from polyflow import passes
 from polyflow.ir.functions import raisable_functions, scratch_module, source_names, swap_in
-from polyflow.ir.locations import position_text
 from polyflow.ir.names import NOT_AFFINE_ATTR, symbol_name
+from polyflow.ir.remarks import remark_at
 from polyflow.options import Options
+from polyflow.report import Remark
 
 from .alias_guard import guard_argument_aliasing
 from .inline_calls import inline_scalar_calls
+from .report import RaiseReport
 
 # The raising sequence, on each function. The cleanups first fold the frontend's constants and
 # hoist the loop-invariant index casts of bounds, so that the passes see simple bounds; after
@@ -125,9 +127,21 @@ def raise_to_affine(
     return module
 
 
+def raising_remarks(module: ir.Module, *, enabled: bool = True) -> list[Remark]:
+    """What raising made of `module`, for the compile report: a warning for every function
+    whose raising failed, at its C position; then, per function, a remark for every loop
+    (raised or not, and why) and every `if` or memory access left unraised (see report.py).
+    `enabled`: whether raising ran at all."""
+    return _failed_functions(module) + RaiseReport.from_module(module, enabled=enabled).remarks()
+
+
 def raise_warnings(module: ir.Module) -> list[str]:
     """A warning for every function whose raising failed, at its C position."""
-    out: list[str] = []
+    return [r.text() for r in _failed_functions(module)]
+
+
+def _failed_functions(module: ir.Module) -> list[Remark]:
+    out: list[Remark] = []
     with module.context:
         names = source_names(module)
         for op in module.body.operations:
@@ -135,11 +149,18 @@ def raise_warnings(module: ir.Module) -> list[str]:
             if operation.name != "func.func" or NOT_AFFINE_ATTR not in operation.attributes:
                 continue
             reason = ir.StringAttr(operation.attributes[NOT_AFFINE_ATTR]).value
-            where = position_text(operation.location)
-            name = symbol_name(operation)
+            symbol = symbol_name(operation)
+            name = names.get(symbol, symbol)
             out.append(
-                f"{where}: warning: function '{names.get(name, name)}' is not raised to "
-                f"affine and stays unoptimized: {reason}"
+                remark_at(
+                    operation.location,
+                    "raising",
+                    "not-raised",
+                    "warning",
+                    f"function '{name}' is not raised to affine and stays unoptimized: {reason}",
+                    {"reason": reason},
+                    function=name,
+                )
             )
     return out
 

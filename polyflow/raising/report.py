@@ -21,6 +21,7 @@ from polyflow.errors import SourcePosition
 from polyflow.ir.functions import raisable_functions, source_names
 from polyflow.ir.locations import source_position, statement_name
 from polyflow.ir.names import NOT_AFFINE_ATTR, REDUCTIONS_ATTR
+from polyflow.report import Json, Remark
 
 _LOOPS = {
     "affine.for": "for",
@@ -192,6 +193,41 @@ class RaiseReport:
         for name, reason in self.skipped.items():
             lines.append(f"{name}: not compiled by polyflow: {reason}")
         return "\n".join(lines)
+
+    def remarks(self) -> list[Remark]:
+        """The report as the compile report's remarks: one per item (kind `loop` for loops,
+        `unraised` for the rest), in order."""
+        out: list[Remark] = []
+        for fn in self.functions:
+            for item in fn.items:
+                loop = item.construct in ("for", "while", "parallel")
+                if item.raised:
+                    message = f"{item.construct} loop raised to affine"
+                    if any(k != "none" for k in item.reductions):
+                        message += f" (reductions: {', '.join(item.reductions)})"
+                else:
+                    what = f"{item.construct} loop" if loop else item.construct
+                    message = f"{what} not raised: {item.reason}"
+                data: dict[str, Json] = {
+                    "construct": item.construct,
+                    "op": item.op,
+                    "raised": item.raised,
+                    "reason": item.reason,
+                    "statement": item.statement,
+                    "reductions": list(item.reductions),
+                }
+                out.append(
+                    Remark(
+                        "raising",
+                        "loop" if loop else "unraised",
+                        "remark",
+                        message,
+                        fn.name,
+                        item.position,
+                        data,
+                    )
+                )
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {

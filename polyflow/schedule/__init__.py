@@ -20,11 +20,14 @@ raising stage works on (not the C-ABI entries `__polyflow_*`, not functions mark
 
 A scop that cannot be scheduled keeps its code (with a note). When rescheduling a function fails
 anywhere else, the function keeps its raised code, is marked `polyflow.not_scheduled = "<reason>"`
-and `schedule_warnings` names it; when parallelization fails, the function keeps its
+and `schedule_remarks` warns about it; when parallelization fails, the function keeps its
 rescheduled, sequential code with the same mark, and when the micro-kernels fail, the
 function keeps the code of the steps before, with the same mark. The isl schedule trees of each function go to
-its `polyflow.schedule` attribute (`schedule_trees`, `--emit=schedule`); what a step skipped goes
-to `polyflow.schedule_notes` (`schedule_notes`).
+its `polyflow.schedule` attribute (`schedule_trees`, `--emit=schedule`). What the stage says
+goes to the compile report (`schedule_remarks`): the functions not scheduled (warnings), what a
+step skipped and which loops reorder float reductions (notes), and the scops rescheduled, the
+bands tiled, the loops run in parallel and the micro-kernels (remarks), each at its source
+position.
 """
 
 from __future__ import annotations
@@ -42,15 +45,11 @@ from mlir.passmanager import PassManager
 from polyflow import forked, passes
 from polyflow.ir.functions import raisable_functions, scratch_module, source_names, swap_in
 from polyflow.ir.locations import position_text
-from polyflow.ir.names import (
-    NOT_AFFINE_ATTR,
-    NOT_SCHEDULED_ATTR,
-    SCHEDULE_ATTR,
-    SCHEDULE_NOTES_ATTR,
-    symbol_name,
-)
+from polyflow.ir.names import NOT_AFFINE_ATTR, NOT_SCHEDULED_ATTR, SCHEDULE_ATTR, symbol_name
+from polyflow.ir.remarks import attach_remarks, remark_at, take_remarks
 from polyflow.options import Options
 from polyflow.poly.budget import BudgetExhausted, isl_budget, step_budget
+from polyflow.report import Json, Remark
 from polyflow.target import target_of
 
 from .codegen import CodegenError, generate
@@ -66,7 +65,7 @@ from .scheduler import (
     schedule_scop,
 )
 from .stream_fusion import fuse_shared_streams
-from .tiling import describe_schedule, tile_schedule
+from .tiling import TiledBand, describe_schedule, tile_schedule
 
 # After code generation: scratchpads back to SSA values, reductions marked again (the
 # parallelizer reads the marks), scratchpad state nothing reads dropped (a loop carrying it
@@ -76,6 +75,34 @@ CLEANUP_PIPELINE = "raise-mem2reg,raise-reductions,schedule-dead-scalars,canonic
 
 class _StepFailed(Exception):
     """A step that changes the IR failed: the function must be restored."""
+
+
+class ScheduleNotes(list[str]):
+    """What rescheduling one function says: its notes as text (a list, as tests and the text
+    report read them) and as remarks at the position of the scop they are about (`at`), with
+    the facts (`fact`) beside them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.at: ir.Location | None = None
+        self.remarks: list[Remark] = []
+
+    def append(self, text: str) -> None:
+        super().append(text)
+        self.remarks.append(remark_at(self.at, "schedule", _note_kind(text), "note", text))
+
+    def fact(self, kind: str, message: str, data: dict[str, Json] | None = None) -> None:
+        self.remarks.append(remark_at(self.at, "schedule", kind, "remark", message, data))
+
+
+def _note_kind(text: str) -> str:
+    if "source order kept" in text:
+        return "source-order"
+    if "untiled" in text or "not tiled" in text:
+        return "untiled"
+    if "without fusion" in text:
+        return "unfused"
+    return "schedule-note"
 
 
 class StepTimes:
@@ -167,7 +194,7 @@ def _access_relations(scop: Scop) -> list[isl.Map]:
 
 
 def reschedule_function(
-    fn: ir.Operation, options: Options, notes: list[str], *, expand_scalars: bool = True
+    fn: ir.Operation, options: Options, notes: ScheduleNotes, *, expand_scalars: bool = True
 ) -> list[str]:
     """Reschedule the scops of function `fn` in place (steps 1 of the module docstring); returns
     the schedule tree of each scop it generated code for. A scop that cannot be scheduled is
@@ -186,6 +213,8 @@ def reschedule_function(
     for index, (scop, region) in enumerate(found):
         where = f"scop {index}"
         located = f"{where} at {position_text(region.ops[0].location)}"
+        notes.at = region.ops[0].location
+        tiles: list[TiledBand] = []
         try:
             with timer.step("dependences"):
                 deps = _dependences(scop, options, notes, located)
@@ -213,7 +242,9 @@ def reschedule_function(
                 )
                 continue
             with timer.step("tiling"):
-                tiled = _fused_and_tiled(scop, region, schedule, deps, options, notes, located)
+                tiled = _fused_and_tiled(
+                    scop, region, schedule, deps, options, notes, located, tiles
+                )
         except Exception as exc:  # nothing is changed yet: this scop keeps its code
             notes.append(f"{where}: source order kept: {_describe(exc)}")
             continue
@@ -248,6 +279,25 @@ def reschedule_function(
             continue
         schedule = generated
         trees.append(f"# {where}\n{describe_schedule(schedule).rstrip()}")
+        notes.fact(
+            "rescheduled",
+            f"{where} rescheduled ({len(scop.statements)} statement"
+            f"{'s' if len(scop.statements) != 1 else ''})",
+            {"scop": index, "statements": len(scop.statements)},
+        )
+        if generated is tiled and tiled is not candidates[-1]:
+            for band in tiles:
+                notes.fact(
+                    "tiled",
+                    f"{where}: band {band.describe()}",
+                    {
+                        "scop": index,
+                        "sizes": list(band.sizes),
+                        "second_level": band.second_level,
+                        "wavefront": band.wavefront,
+                        "contraction": band.contraction,
+                    },
+                )
     with timer.step("cleanup"):
         _run_pipeline(fn, CLEANUP_PIPELINE)
     return trees
@@ -305,9 +355,11 @@ def _fused_and_tiled(
     options: Options,
     notes: list[str],
     where: str,
+    tiles: list[TiledBand],
 ) -> isl.Schedule:
     """`schedule` with smart fusion's shared streams and tiling (module docstring), under the
-    tiling budget; untiled (with a note) when that runs out or tiling is illegal."""
+    tiling budget; untiled (with a note) when that runs out or tiling is illegal. The bands
+    tiled go to `tiles` (cleared when the tiling is not kept)."""
     try:
         with isl_budget(schedule.get_ctx(), "tiling", step_budget("tiling", options)):
             if options.fusion == "smart":
@@ -323,12 +375,15 @@ def _fused_and_tiled(
                 validity=deps.validity,
                 array_shapes=scop.arrays,
                 element_bytes=_element_bytes(region),
+                tiled=tiles,
             )
             if check_schedule_legal(tiled, deps.validity):
                 return tiled
     except BudgetExhausted as exc:
+        tiles.clear()
         notes.append(f"{where}: {exc}; not tiled")
         return schedule
+    tiles.clear()
     # tiling permutable bands is legal by construction: a bug, say so
     notes.append(f"{where}: the tiled schedule violates a dependence; untiled")
     return schedule
@@ -346,17 +401,17 @@ def _element_bytes(region: ScopRegion) -> int:
 
 def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> None:
     """Both steps of the module docstring on `fn`, each on a copy, swapped in on success."""
-    for attr in (NOT_SCHEDULED_ATTR, SCHEDULE_ATTR, SCHEDULE_NOTES_ATTR):  # from an earlier run
+    for attr in (NOT_SCHEDULED_ATTR, SCHEDULE_ATTR):  # from an earlier run
         if attr in fn.attributes:
             del fn.attributes[attr]
-    notes: list[str] = []
+    notes = ScheduleNotes()
     failure: str | None = None
     trees: list[str] = []
     if options.schedule:
         # Expanded scratchpads first; where anything fails with them, once more without.
         for expand in (True, False):
             scratch, copy = scratch_module(module, fn)
-            notes = []
+            notes = ScheduleNotes()
             try:
                 trees = reschedule_function(copy, options, notes, expand_scalars=expand)
                 swapped = swap_in(fn, copy)
@@ -372,6 +427,8 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
                 trees = []
             finally:
                 del scratch
+    # before the steps below copy the function: they keep what it carries
+    attach_remarks(fn, notes.remarks)
     if options.parallel:
         scratch, copy = scratch_module(module, fn)
         element = (
@@ -412,8 +469,6 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
         fn.attributes[NOT_SCHEDULED_ATTR] = ir.StringAttr.get(failure)
     if trees:
         fn.attributes[SCHEDULE_ATTR] = ir.StringAttr.get("\n".join(trees))
-    if notes:
-        fn.attributes[SCHEDULE_NOTES_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in notes])
 
 
 def _process_within(
@@ -510,44 +565,64 @@ def _functions_with(
             yield names.get(name, name), operation
 
 
-def schedule_warnings(module: ir.Module) -> list[str]:
-    """A warning for every function whose rescheduling or parallelization failed."""
-    out: list[str] = []
-    with module.context:
-        for name, fn in _functions_with(module, NOT_SCHEDULED_ATTR):
-            reason = ir.StringAttr(fn.attributes[NOT_SCHEDULED_ATTR]).value
-            out.append(
-                f"{position_text(fn.location)}: warning: function '{name}' is not fully "
-                f"optimized: {reason}"
-            )
-    return out
+def schedule_remarks(module: ir.Module) -> list[Remark]:
+    """What the stage said, for the compile report: a warning for every function whose
+    rescheduling or parallelization failed; what the steps attached to each function (notes on
+    what they skipped, the scops rescheduled, the bands tiled, the micro-kernels); then, per
+    function, a note for each loop that reorders floating-point reductions
+    (`parallel_reductions`) and a remark for each loop run in parallel."""
+    from .parallelize import float_reductions, parallel_loops  # only read once parallel code exists
 
-
-def schedule_notes(module: ir.Module) -> list[str]:
-    """What the stage skipped or kept in source order, per function, and which loops reorder
-    floating-point reductions (`parallel_reductions`)."""
-    out: list[str] = []
+    out: list[Remark] = []
     with module.context:
         names = source_names(module)  # once: a file may have thousands of functions
-        for name, fn in _functions_with(module, SCHEDULE_NOTES_ATTR, names):
-            for note in ir.ArrayAttr(fn.attributes[SCHEDULE_NOTES_ATTR]):
-                out.append(f"{name}: {ir.StringAttr(note).value}")
+        for name, fn in _functions_with(module, NOT_SCHEDULED_ATTR, names):
+            reason = ir.StringAttr(fn.attributes[NOT_SCHEDULED_ATTR]).value
+            out.append(
+                remark_at(
+                    fn.location,
+                    "schedule",
+                    "not-scheduled",
+                    "warning",
+                    f"function '{name}' is not fully optimized: {reason}",
+                    {"reason": reason},
+                    function=name,
+                )
+            )
+        out += take_remarks(module, names)
         for op in module.body.operations:
             fn = op.operation
-            if fn.name == "func.func":
-                out += _float_reduction_notes(names, fn)
+            if fn.name != "func.func":
+                continue
+            symbol = symbol_name(fn)
+            name = names.get(symbol, symbol)
+            for loc, kind in float_reductions(fn):
+                out.append(
+                    remark_at(
+                        loc,
+                        "schedule",
+                        "float-reduction",
+                        "note",
+                        f"the loop at {position_text(loc)} reorders a floating-point {kind} "
+                        "reduction (parallel_reductions; results may differ in the last bits)",
+                        {"reduction": kind},
+                        function=name,
+                    )
+                )
+            for loc, kinds in parallel_loops(fn):
+                with_reductions = f" with reductions {', '.join(kinds)}" if kinds else ""
+                out.append(
+                    remark_at(
+                        loc,
+                        "schedule",
+                        "parallel-loop",
+                        "remark",
+                        f"loop runs in parallel (OpenMP){with_reductions}",
+                        {"reductions": list(kinds)},
+                        function=name,
+                    )
+                )
     return out
-
-
-def _float_reduction_notes(names: dict[str, str], fn: ir.Operation) -> list[str]:
-    from .parallelize import float_reductions  # only read once parallel code exists
-
-    name = symbol_name(fn)
-    return [
-        f"{names.get(name, name)}: the loop at {position_text(loc)} reorders a floating-point "
-        f"{kind} reduction (parallel_reductions; results may differ in the last bits)"
-        for loc, kind in float_reductions(fn)
-    ]
 
 
 def schedule_trees(module: ir.Module) -> dict[str, str]:
@@ -564,12 +639,12 @@ def schedule_trees(module: ir.Module) -> dict[str, str]:
 __all__ = [
     "NOT_SCHEDULED_ATTR",
     "SCHEDULE_ATTR",
+    "ScheduleNotes",
     "reschedule_function",
     "schedulable_functions",
     "schedule_module",
-    "schedule_notes",
+    "schedule_remarks",
     "schedule_trees",
-    "schedule_warnings",
     "scheduling_enabled",
     "step_times",
 ]

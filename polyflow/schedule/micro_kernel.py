@@ -51,6 +51,8 @@ from mlir.dialects import arith, scf, vector
 
 from polyflow.ir.affine import affine_if_condition
 from polyflow.ir.aliasing import may_alias
+from polyflow.ir.remarks import attach_remarks, remark_at
+from polyflow.report import Remark
 
 _ELEMENTWISE = frozenset(
     {
@@ -931,7 +933,8 @@ def vectorize_contractions(
     contract: bool = True,
 ) -> int:
     """Rewrite every contraction nest of `fn` (see the module docstring) into register blocks;
-    returns how many were rewritten. Other code is untouched."""
+    returns how many were rewritten, and says so in remarks on `fn` (the compile report's).
+    Other code is untouched."""
     inner_loops: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
@@ -948,13 +951,26 @@ def vectorize_contractions(
 
     fn.walk(visit)
     count = 0
+    said: list[Remark] = []  # for the compile report
     for inner in inner_loops:
         nest = match_contraction(inner, fn)
         if isinstance(nest, str):
             continue
         width = vector_bits // (32 if isinstance(nest.element, ir.F32Type) else 64)
+        said.append(
+            remark_at(
+                nest.outer.location,
+                "schedule",
+                "micro-kernel",
+                "remark",
+                f"contraction computed in register blocks of {rows} rows x {vectors} vectors "
+                f"of {width} {nest.element}",
+                {"rows": rows, "vectors": vectors, "lanes": width, "element": str(nest.element)},
+            )
+        )
         _Emitter(nest, rows=rows, vectors=vectors, width=width, contract=contract).emit()
         count += 1
+    attach_remarks(fn, said)
     return count
 
 

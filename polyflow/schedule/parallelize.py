@@ -674,6 +674,25 @@ def _with_reassoc(op: ir.Operation) -> ir.Attribute:
     return ir.Attribute.parse(f"#arith.fastmath<{','.join(flags)}>")
 
 
+def parallel_loops(fn: ir.Operation) -> list[tuple[ir.Location, list[str]]]:
+    """(location, reduction kinds) of each parallel loop of `fn`, outermost first: the
+    `affine.parallel` loops, and the `scf.parallel` ones the micro-kernels make (their kinds
+    are not read)."""
+    names = {code: kind for kind, code in _KIND_CODES.items()}
+    out: list[tuple[ir.Location, list[str]]] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "scf.parallel":
+            out.append((op.location, []))
+        elif op.name == "affine.parallel":
+            codes = [ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["reductions"])]
+            out.append((op.location, [names.get(c, str(c)) for c in codes]))
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return out
+
+
 def float_reductions(fn: ir.Operation) -> list[tuple[ir.Location, str]]:
     """(location, kind) of each floating-point reduction of `fn` that is reordered: by an
     `affine.parallel`, or in a sequential loop by `allow_reassociation`."""
@@ -721,5 +740,6 @@ __all__ = [
     "loop_reductions",
     "make_parallel",
     "memory_parallel_loops",
+    "parallel_loops",
     "parallelize",
 ]

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from itertools import permutations
 from math import isqrt
 from typing import TYPE_CHECKING
@@ -108,6 +109,29 @@ def default_tile_size(element_bytes: int, caches: Caches = GENERIC_CACHES) -> in
     return max(MIN_TILE_SIZE, min(power, MAX_TILE_SIZE))
 
 
+@dataclass(frozen=True)
+class TiledBand:
+    """A band `tile_schedule` tiled: its tile sizes (outermost member first), whether it got a
+    second level of tiles or a wavefront, and whether its sizes are a contraction's."""
+
+    sizes: tuple[int, ...]
+    second_level: bool
+    wavefront: bool
+    contraction: bool
+
+    def describe(self) -> str:
+        extras = [
+            name
+            for name, on in (
+                ("two levels", self.second_level),
+                ("wavefront", self.wavefront),
+                ("contraction sizes", self.contraction),
+            )
+            if on
+        ]
+        return "tiled " + "x".join(map(str, self.sizes)) + (f" ({', '.join(extras)})" if extras else "")
+
+
 def band_tile_sizes(n_member: int, *, options: Options, element_bytes: int = 8) -> tuple[int, ...]:
     """The tile size of each member of an `n_member`-deep band, outermost first."""
     if options.tile_sizes:
@@ -127,9 +151,11 @@ def tile_schedule(
     accesses: Sequence[isl.Map] | None = None,
     validity: isl.UnionMap | None = None,
     array_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    tiled: list[TiledBand] | None = None,
 ) -> isl.Schedule:
     """`schedule` with its outermost permutable bands tiled (see the module docstring); with
-    `validity` (the dependences), wavefronts where `options.wavefront` asks for them."""
+    `validity` (the dependences), wavefronts where `options.wavefront` asks for them. Each band
+    tiled is appended to `tiled`, for the compile report."""
     ctx = schedule.get_ctx()
     strides = _AccessStrides(accesses) if accesses else None
     with _isl_tile_options(ctx):
@@ -140,6 +166,7 @@ def tile_schedule(
             strides=strides,
             validity=validity,
             shapes=array_shapes,
+            tiled=tiled if tiled is not None else [],
         )
     return root.get_schedule()
 
@@ -161,9 +188,10 @@ def _tile_subtree(
     strides: _AccessStrides | None,
     validity: isl.UnionMap | None,
     shapes: Mapping[str, tuple[int, ...]] | None,
+    tiled: list[TiledBand],
 ) -> isl.ScheduleNode:
-    """`node`'s subtree with its outermost tileable bands tiled; returns the node at `node`'s
-    position in the new tree."""
+    """`node`'s subtree with its outermost tileable bands tiled (each appended to `tiled`);
+    returns the node at `node`'s position in the new tree."""
     if _is_permutable_band(node):
         wanted = band_tile_sizes(node.band_n_member(), options=options, element_bytes=element_bytes)
         roles = _contraction_roles(node, strides) if _wants_contraction_tiles(options) else None
@@ -181,6 +209,10 @@ def _tile_subtree(
         )
         if options.tile and sizes is not None and pays and not _has_divisibility_guards(node):
             skewed = _member_iterators(node) is None
+            wavefront = (
+                options.parallel and options.wavefront and skewed and validity is not None
+            )
+            tiled.append(TiledBand(sizes, options.tile_second_level, wavefront, roles is not None))
             node = node.band_tile(_multi_val(node, sizes))
             if roles is not None:
                 # Column tiles outermost: they are many (rows come in few large tiles), so the
@@ -196,7 +228,7 @@ def _tile_subtree(
             node = _sink_strided_member(node, strides, validity).parent()
             if options.tile_second_level:
                 node = node.parent()
-            if options.parallel and options.wavefront and skewed and validity is not None:
+            if wavefront and validity is not None:
                 node = _wavefront(
                     node,
                     sizes,
@@ -230,6 +262,7 @@ def _tile_subtree(
             strides=strides,
             validity=validity,
             shapes=shapes,
+            tiled=tiled,
         ).parent()
     return node
 
