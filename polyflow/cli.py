@@ -54,11 +54,6 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     build.add_argument("--time", action="store_true", help="print the time of each stage")
     build.add_argument(
-        "--debug-locations",
-        action="store_true",
-        help="write MLIR stages with each op's source location (loc(\"file.c\":line:col))",
-    )
-    build.add_argument(
         "--no-cache",
         dest="cache",
         action="store_false",
@@ -351,7 +346,6 @@ def _build(args: argparse.Namespace, options: object) -> int:
             options=options,  # type: ignore[arg-type]
             emit=args.emit,
             raise_report=args.report,
-            debug_locations=args.debug_locations,
             cache="default" if args.cache else None,
         )
         for warning in report.warnings:

@@ -230,6 +230,11 @@ class Options(BaseModel):
         description="do not parallelize loops known to run fewer iterations than this",
         json_schema_extra=_POLYHEDRAL,
     )
+    debug_locations: bool = Field(
+        default=False,
+        description="print MLIR stages with each op's source location (loc(\"file.c\":line:col)), "
+        "which maps the IR back to source lines",
+    )
 
     @field_validator("tile_sizes")
     @classmethod

@@ -42,6 +42,12 @@ MODULE_STAGES: list[ModuleStage] = [
 STAGE_NAMES = ["mlir", *(name for name, _ in MODULE_STAGES), "llvm"]
 
 
+def stage_text(module: ir.Module, options: Options) -> str:
+    """A stage's IR as text for people; with `options.debug_locations`, each op's source
+    location (`loc("k.c":3:5)`), which maps the IR back to source lines."""
+    return module.operation.get_asm(enable_debug_info=options.debug_locations)
+
+
 @dataclass
 class PipelineResult:
     """What the pipeline produced: the final module, LLVM IR (if reached), each kept stage's text
@@ -94,7 +100,7 @@ def run_pipeline(
     result = PipelineResult(module)
     report = result.report
     if "mlir" in keep:
-        result.stages["mlir"] = str(module)
+        result.stages["mlir"] = stage_text(module, options)
     if stop_after == "mlir":
         return result
     for name, stage in MODULE_STAGES:
@@ -122,7 +128,7 @@ def run_pipeline(
             result.cacheable = not _scheduling.past_deadline()
         report.remarks += take_remarks(module)  # whatever else a stage left on a function
         if name in keep:
-            result.stages[name] = str(module)
+            result.stages[name] = stage_text(module, options)
         if after_stage is not None:
             after_stage(name, module)
         if name == stop_after:

@@ -127,7 +127,10 @@ def test_stages_can_be_written_with_their_source_locations(tmp_path: Path) -> No
     options = polyflow.Options(opt_level=3)
     polyflow.build_program(source, plain, options=options, emit="affine-opt")
     polyflow.build_program(
-        source, located, options=options, emit="affine-opt", debug_locations=True
+        source,
+        located,
+        options=options.model_copy(update={"debug_locations": True}),
+        emit="affine-opt",
     )
     assert "loc(" not in plain.read_text()
     assert f'loc("{source}":3:' in located.read_text()

@@ -16,11 +16,12 @@ from mlir import ir
 from polyflow.drivers.c_splice import BodySpan, find_function_body, splice
 from polyflow.drivers.compile import Compiled, compile_module
 from polyflow.drivers.objects import openmp_link_flags
-from polyflow.drivers.sources import c_module
+from polyflow.drivers.sources import c_module, read_c_file
 from polyflow.errors import CompileError, SourcePosition
 from polyflow.frontend.c import CFunction, CModule
 from polyflow.frontend.c_parse import preprocessor_flags
 from polyflow.options import EmitStage, Options
+from polyflow.pipeline import stage_text
 from polyflow.raising.report import RaiseReport
 from polyflow.report import CompileReport, Json, Remark
 from polyflow.storage.cache import CompileCache, default_cache
@@ -88,15 +89,6 @@ class BuildReport:
         )
 
 
-def _read_source(source: str | Path) -> tuple[str, str, Path | None]:
-    path = Path(source)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise CompileError(f"cannot read '{source}': {exc.strerror}", file=str(source)) from None
-    return text, str(source), path.resolve().parent
-
-
 def _locate_bodies(
     cmod: CModule, text: str, report: BuildReport
 ) -> dict[str, tuple[CFunction, BodySpan]]:
@@ -131,14 +123,13 @@ def build_program(
     emit: EmitStage = "exe",
     raise_report: bool = False,
     cache: CompileCache | Literal["default"] | None = "default",
-    debug_locations: bool = False,
 ) -> BuildReport:
     """Build `source` into `output` (an executable, or the stage named by `emit`); with
     `raise_report`, also report what raising made of each function (`BuildReport.raising`).
     The object of the compiled functions (`exe`, `obj`) comes from `cache` when it holds one for
     the same frontend MLIR (with locations), options and compiler (default: the shared cache,
     off with `POLYFLOW_CACHE=off`; None: no cache); `--report` builds always compile.
-    `debug_locations`: MLIR stages are written with their ops' source locations (`loc(...)`)."""
+    MLIR stages are written with their ops' source locations with `options.debug_locations`."""
     options = options or Options()
     if cache == "default":
         cache = default_cache()
@@ -147,7 +138,7 @@ def build_program(
     output = Path(output)
     report = BuildReport(output=output)
     start = time.perf_counter()
-    text, filename, source_dir = _read_source(source)
+    text, filename, source_dir = read_c_file(source)
     cmod = c_module(
         text,
         filename,
@@ -181,7 +172,7 @@ def build_program(
     after_stage = _reporter(report, options) if raise_report else None
     with cmod.context:
         if emit == "mlir":
-            output.write_text(mlir_text(cmod.module, debug_locations))
+            output.write_text(stage_text(cmod.module, options))
             if raise_report:  # the output is written: raising may change the module now
                 _record(
                     report,
@@ -215,7 +206,7 @@ def build_program(
                 after_stage=after_stage,
             )
             _record(report, result)
-            _write_stage(result, emit, output, options, debug_locations)
+            _write_stage(result, emit, output, options)
             return report
     with tempfile.TemporaryDirectory(prefix="polyflow-build-") as tmp:
         rest = Path(tmp) / "rest.o"
@@ -304,18 +295,12 @@ def _reporter(report: BuildReport, options: Options) -> Callable[[str, ir.Module
     return after_stage
 
 
-def mlir_text(module: ir.Module, debug_locations: bool = False) -> str:
-    """A module as MLIR text; with `debug_locations`, each op's location (`loc("k.c":3:5)`),
-    which maps the IR back to source lines."""
-    return module.operation.get_asm(enable_debug_info=debug_locations)
-
-
 def _write_stage(
-    result: Compiled, emit: EmitStage, output: Path, options: Options, debug_locations: bool
+    result: Compiled, emit: EmitStage, output: Path, options: Options
 ) -> None:
     if emit in ("affine", "affine-opt", "llvm-dialect"):
         assert result.module is not None
-        output.write_text(mlir_text(result.module, debug_locations))
+        output.write_text(stage_text(result.module, options))
     elif emit == "schedule":
         output.write_text(format_schedules(result.schedules, options))
     elif emit == "llvm":

@@ -11,6 +11,15 @@ from polyflow.frontend.c_parse import parse_c
 from polyflow.options import Options
 
 
+def read_c_file(path: str | Path) -> tuple[str, str, Path]:
+    """(text, file name, directory) of a C file; CompileError when it cannot be read."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise CompileError(f"cannot read '{path}': {exc.strerror}", file=str(path)) from None
+    return text, str(path), Path(path).resolve().parent
+
+
 def read_c_source(source_or_path: str | Path) -> tuple[str, str, Path | None]:
     """(text, file name, directory) of a C file, or of C source given as a string (a `str`
     with a newline, or naming no file; its file name is `<input>` and it has no directory)."""
@@ -19,10 +28,8 @@ def read_c_source(source_or_path: str | Path) -> tuple[str, str, Path | None]:
         if isinstance(source_or_path, Path) or "\n" not in str(source_or_path)
         else None
     )
-    if path is not None and path.exists():
-        return path.read_text(), str(source_or_path), path.resolve().parent
-    if path is not None and str(source_or_path).endswith(".c"):
-        raise CompileError(f"cannot read '{source_or_path}'", file=str(source_or_path))
+    if path is not None and (path.exists() or str(source_or_path).endswith(".c")):
+        return read_c_file(source_or_path)
     return str(source_or_path), "<input>", None
 
 
