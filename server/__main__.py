@@ -36,8 +36,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-queue", type=int, default=int(_env("MAX_QUEUE", "64") or 64),
                         help="compiles that may wait for a worker before 503")  # fmt: skip
     parser.add_argument("--api-key-file", default=_env("API_KEY_FILE", None),
-                        help="one API key per line; requests must then send one")  # fmt: skip
+                        help="one API key per line (blank lines and # comments ignored); "
+                        "requests must then send one")  # fmt: skip
     return parser
+
+
+def read_api_keys(path: Path) -> frozenset[str]:
+    """The keys of an API key file: one per line; blank lines and lines starting with `#` are
+    not keys. Warns on stderr when others than the owner may read the file."""
+    if path.stat().st_mode & 0o077:
+        print(
+            f"polyflow serve: warning: {path} may be read by other users than its owner "
+            f"(chmod 600 {path})",
+            file=sys.stderr,
+        )
+    keys = (line.strip() for line in path.read_text().splitlines())
+    return frozenset(key for key in keys if key and not key.startswith("#"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,8 +62,11 @@ def main(argv: list[str] | None = None) -> int:
 
     keys: frozenset[str] = frozenset()
     if args.api_key_file:
-        lines = Path(args.api_key_file).read_text().splitlines()
-        keys = frozenset(line.strip() for line in lines if line.strip())
+        try:
+            keys = read_api_keys(Path(args.api_key_file))
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"polyflow serve: cannot read {args.api_key_file}: {exc}", file=sys.stderr)
+            return 2
         if not keys:
             print(f"polyflow serve: no key in {args.api_key_file}", file=sys.stderr)
             return 2

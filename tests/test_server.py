@@ -288,13 +288,31 @@ def test_a_worker_killed_mid_job_fails_that_request_only(server: Server) -> None
 
 def test_without_a_valid_key_nothing_compiles(start_server: Any, tmp_path: Path) -> None:
     keys = tmp_path / "keys"
-    keys.write_text("sesame\n")
+    keys.write_text("# the team's key\n\nsesame\n")
+    keys.chmod(0o600)
     guarded = start_server("--workers", "1", "--api-key-file", str(keys))
     request = {"language": "c", "source": SCALE}
     assert guarded.compile(request)[0] == 401
     assert guarded.compile(request, headers={"Authorization": "Bearer nope"})[0] == 401
+    for comment in ("# the team's key", "#", ""):
+        assert guarded.compile(request, headers={"Authorization": f"Bearer {comment}"})[0] == 401
     status, body = guarded.compile(request, headers={"Authorization": "Bearer sesame"})
     assert status == 200 and body["cached"] is False
+
+
+def test_an_api_key_file_others_may_read_gets_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from server.__main__ import read_api_keys
+
+    keys = tmp_path / "keys"
+    keys.write_text("  # comment\nalpha\n\n  beta  \n")
+    keys.chmod(0o600)
+    assert read_api_keys(keys) == {"alpha", "beta"}
+    assert capsys.readouterr().err == ""
+    keys.chmod(0o644)
+    assert read_api_keys(keys) == {"alpha", "beta"}
+    assert "may be read by other users" in capsys.readouterr().err
 
 
 def test_a_compile_past_the_time_limit_is_504_and_the_service_goes_on(start_server: Any) -> None:
