@@ -21,6 +21,7 @@ PASSES: dict[str, str] = {
     "raise-delinearize": "polyflow.raising.delinearize:RaiseDelinearize",
     "raise-reductions": "polyflow.raising.reductions:RaiseReductions",
     "schedule-split-statements": "polyflow.schedule.split:SplitStatements",
+    "schedule-demote-to-memory": "polyflow.schedule.scratch:DemoteToMemory",
     "schedule-dead-scalars": "polyflow.schedule.dead_scalars:ScheduleDeadScalars",
     "schedule-parallelize": "polyflow.schedule.parallelize:ScheduleParallelize",
     "schedule-micro-kernels": "polyflow.schedule.micro_kernel:ScheduleMicroKernels",

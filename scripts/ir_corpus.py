@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import base64
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -123,14 +124,34 @@ def _run_item(name: str, out: Path, timeout: float) -> str:
     return name
 
 
-def _compare(a: Path, b: Path) -> int:
+# An MLIR string literal, for dropping attributes whose values are strings or lists of them.
+_STRING = r'"(?:[^"\\]|\\.)*"'
+
+
+def _without(text: bytes, attributes: list[str]) -> bytes:
+    """`text` (MLIR) without the discardable attributes named (`name = "..."` or a list of
+    strings), for comparing across a change that moved them out of the IR on purpose."""
+    for name in attributes:
+        value = rf"(?:{_STRING}|\[(?:{_STRING}(?:, )?)*\])"
+        pattern = rf"(?:, )?{re.escape(name)} = {value}"
+        text = re.sub(pattern.encode(), b"", text)
+        text = text.replace(b"attributes {}", b"").replace(b"{, ", b"{").replace(b"  {", b" {")
+    return text
+
+
+def _compare(a: Path, b: Path, ignore: list[str]) -> int:
     names = sorted({p.name for p in a.iterdir()} | {p.name for p in b.iterdir()})
     differ = [n for n in names if not (a / n).exists() or not (b / n).exists()]
-    differ += [
-        n
-        for n in names
-        if (a / n).exists() and (b / n).exists() and (a / n).read_bytes() != (b / n).read_bytes()
-    ]
+
+    def same(name: str) -> bool:
+        old, new = (a / name).read_bytes(), (b / name).read_bytes()
+        if old == new:
+            return True
+        return bool(ignore) and name.endswith(".mlir") and _without(old, ignore) == _without(
+            new, ignore
+        )
+
+    differ += [n for n in names if (a / n).exists() and (b / n).exists() and not same(n)]
     for name in sorted(set(differ)):
         print(f"differs: {name}")
     print(f"{len(names)} files, {len(set(differ))} differ")
@@ -151,9 +172,16 @@ def main() -> int:
     compare = sub.add_parser("compare", help="compare two written corpora byte for byte")
     compare.add_argument("a", type=Path)
     compare.add_argument("b", type=Path)
+    compare.add_argument(
+        "--ignore-attribute",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="compare the MLIR without this attribute (one the change moved out of the IR)",
+    )
     args = parser.parse_args()
     if args.command == "compare":
-        return _compare(args.a, args.b)
+        return _compare(args.a, args.b, args.ignore_attribute)
     os.chdir(ROOT)  # relative source paths: the same messages from any checkout
     out = args.dir.resolve()
     out.mkdir(parents=True, exist_ok=True)

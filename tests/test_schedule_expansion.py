@@ -1,4 +1,4 @@
-"""Expanded scratchpads (polyflow/schedule/model.py, `_Scratch.expanded_home`): a value a loop
+"""Expanded scratchpads (polyflow/schedule/scratch.py, `_Scratch.expanded_home`): a value a loop
 carries gets one element per iteration of the loop around it, so a recurrence down each column
 can run row by row; checked against gcc, and the retry without expansion when it fails."""
 
