@@ -4,6 +4,7 @@ Comprehensions (`polyflow tc`: inferred ranges and shapes, the IR for given size
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Mapping
 from importlib import metadata
@@ -264,6 +265,28 @@ def main(argv: list[str] | None = None) -> int:
     except CompileError as exc:
         print(exc.format(), file=sys.stderr)
         return 1
+    except UsageError as exc:
+        print(f"polyflow: error: {exc}", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError) as exc:  # an option value the model refused, and the like
+        print(f"polyflow: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a bug of ours: one line, and how to see more
+        if os.environ.get("POLYFLOW_TRACEBACK"):
+            raise
+        print(
+            f"polyflow: internal error: {type(exc).__name__}: {_one_line(exc)} "
+            "(a bug in polyflow: POLYFLOW_TRACEBACK=1 shows where; please report it)",
+            file=sys.stderr,
+        )
+        return 3
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return "; ".join(lines[:3]) or type(exc).__name__
 
 
 
@@ -282,12 +305,10 @@ def _tc(args: argparse.Namespace) -> int:
     import numpy as np
 
     from polyflow import tc
+    from polyflow.drivers.sources import read_text_file
 
     path = Path(args.source)
-    try:
-        source = path.read_text()
-    except OSError as exc:
-        raise CompileError(f"cannot read '{path}': {exc.strerror}", file=str(path)) from None
+    source = read_text_file(path)
     options = options_from_args(args, TC_DEFAULTS)
     names = [args.name] if args.name else tc.definition_names(source, file=str(path))
     if not args.explain and not args.emit:

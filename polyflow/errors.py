@@ -49,9 +49,16 @@ class CompileError(Exception):
             "message": self.message,
         }
 
+    @property
+    def where(self) -> str:
+        """`file:line:col`, `file:line` or `file`, as far as the position is known."""
+        if self.line <= 0:
+            return self.file
+        return f"{self.file}:{self.line}" + (f":{self.column}" if self.column > 0 else "")
+
     def format(self) -> str:
         """The diagnostic as a compiler prints it, with the source line and a caret."""
-        head = f"{self.file}:{self.line}:{self.column}: error: {self.message}"
+        head = str(self)
         text = self.source_line
         if text is None and self.line > 0:
             text = _read_line(self.file, self.line)
@@ -61,7 +68,7 @@ class CompileError(Exception):
         return f"{head}\n{text.rstrip()}\n{caret}"
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.column}: error: {self.message}"
+        return f"{self.where}: error: {self.message}"
 
 
 def _read_line(file: str, line: int) -> str | None:

@@ -9,6 +9,7 @@ switches, `cli: False` for fields the command line does not offer).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -242,6 +243,18 @@ class Options(BaseModel):
         if sizes is not None and (not sizes or min(sizes) <= 0):
             raise ValueError("tile sizes must be one or more positive integers")
         return sizes
+
+    @classmethod
+    def of(cls, options: Options | Mapping[str, Any] | None) -> Options:
+        """`options` as an `Options`: as given, made from a dict of its fields (a ValueError
+        names a field that is unknown or out of range), or the defaults for None."""
+        if options is None:
+            return cls()
+        if isinstance(options, Options):
+            return options
+        if isinstance(options, Mapping):
+            return cls(**options)  # pydantic's ValidationError is a ValueError
+        raise TypeError(f"options must be an Options or a dict, not {type(options).__name__}")
 
     @property
     def raising_enabled(self) -> bool:

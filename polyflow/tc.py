@@ -49,10 +49,21 @@ def definition_names(source: str, *, file: str = "<tc>") -> list[str]:
 
 
 def define(
-    source: str, name: str | None = None, *, options: Options | None = None, file: str = "<tc>"
+    source: str | bytes,
+    name: str | None = None,
+    *,
+    options: Options | Mapping[str, Any] | None = None,
+    file: str = "<tc>",
 ) -> TcFunction:
-    """The TC definition `name` of `source` (the only one when `name` is None), checked and
-    ready to call; `options` default to -O3 for this machine."""
+    """The TC definition `name` of `source` (TC text: `str`, or UTF-8 `bytes`; the only
+    definition when `name` is None), checked and ready to call. `options`: an `Options`, or a
+    dict of fields that change the TC defaults (-O3 for this machine)."""
+    from polyflow.drivers.sources import source_text
+
+    source = source_text(source, file)
+    if isinstance(options, Mapping):
+        options = Options(**{**TC_DEFAULTS, **options})
+    options = Options.of(options) if options is not None else DEFAULT_OPTIONS
     program = parse(source, file=file)
     checked = check_program(program, source=source, file=file)
     inferred: dict[str, InferredDefinition] = {}
@@ -68,7 +79,7 @@ def define(
         name = next(iter(checked))
     if name not in checked:
         raise ValueError(f"no definition named '{name}' (defined: {', '.join(checked)})")
-    return TcFunction(source, file, inferred[name], inferred, options or DEFAULT_OPTIONS)
+    return TcFunction(source, file, inferred[name], inferred, options)
 
 
 @dataclass

@@ -48,7 +48,7 @@ def test_unsupported_entry_says_why_and_where() -> None:
 
 def test_missing_entry_lists_the_compilable_functions() -> None:
     with pytest.raises(CompileError, match=r"no function named 'kernel'.*\bg\b"):
-        polyflow.compile_c("int g(int x) { return x; }\n")
+        polyflow.compile_c("int g(int x) { return x; }\n", "kernel")
 
 
 def test_cli_prints_error_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

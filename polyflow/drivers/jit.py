@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import ctypes
-from pathlib import Path
+import os
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
@@ -11,7 +12,7 @@ from mlir.execution_engine import ExecutionEngine
 from pycparser import c_ast
 
 from polyflow.drivers.compile import Compiled, compile_module
-from polyflow.drivers.sources import c_module, read_c_source
+from polyflow.drivers.sources import c_module, given_c_source
 from polyflow.errors import CompileError
 from polyflow.frontend.c import (
     CFunction,
@@ -221,19 +222,19 @@ def _const_value(expr: c_ast.Node, scope: FileScope, elem: Scalar) -> int | floa
 
 
 def compile_c(
-    source_or_path: str | Path, entry: str = "kernel", *, options: Options | None = None
+    source: str | bytes | os.PathLike[str] | None = None,
+    entry: str | None = None,
+    *,
+    path: str | os.PathLike[str] | None = None,
+    options: Options | Mapping[str, Any] | None = None,
 ) -> CompiledFunction:
-    """JIT-compile function `entry` of a C file or C source string; returns a callable."""
-    options = options or Options()
-    text, filename, source_dir = read_c_source(source_or_path)
+    """JIT-compile function `entry` of C `source` (text: `str`, or UTF-8 `bytes`) or of the C
+    file at `path`; returns a callable. `entry` may be left out when the source defines one
+    function polyflow compiles. `options`: an `Options`, or a dict of its fields."""
+    options = Options.of(options)
+    text, filename, source_dir = given_c_source(source, path)
     cmod = c_module(text, filename, options, source_dir)
-    if entry in cmod.skipped:
-        raise _error_at(cmod.skipped[entry], filename, f"cannot compile '{entry}'")
-    if entry not in cmod.functions:
-        known = ", ".join(sorted(cmod.functions)) or "none"
-        raise CompileError(
-            f"no function named '{entry}' to compile (compilable functions: {known})", file=filename
-        )
+    entry = _entry_of(cmod, entry, filename)
     with cmod.context:
         engine, result = jit_module(cmod.module, options)
     return CompiledFunction(
@@ -244,6 +245,33 @@ def compile_c(
         result.report,
         result.cached,
     )
+
+
+def _entry_of(cmod: CModule, entry: str | None, filename: str) -> str:
+    """The function to compile: `entry`, or the only one the source defines; CompileError
+    naming why it cannot be compiled, and which functions can."""
+    known = ", ".join(sorted(cmod.functions)) or "none"
+    if entry is None:
+        defined = [*cmod.functions, *cmod.skipped]
+        if len(cmod.functions) == 1 and len(defined) == 1:
+            return next(iter(cmod.functions))
+        if len(defined) == 1:
+            only = defined[0]
+            raise _error_at(cmod.skipped[only], filename, f"cannot compile '{only}'")
+        if not defined:
+            raise CompileError("the source defines no function", file=filename)
+        raise CompileError(
+            f"the source defines {len(defined)} functions: say which one with entry= "
+            f"(compilable: {known})",
+            file=filename,
+        )
+    if entry in cmod.skipped:
+        raise _error_at(cmod.skipped[entry], filename, f"cannot compile '{entry}'")
+    if entry not in cmod.functions:
+        raise CompileError(
+            f"no function named '{entry}' to compile (compilable functions: {known})", file=filename
+        )
+    return entry
 
 
 def jit_module(

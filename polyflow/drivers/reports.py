@@ -3,31 +3,33 @@ first part), for users who want to know why a loop stays unoptimized."""
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from polyflow.drivers.sources import c_module, read_c_source
+from polyflow.drivers.sources import c_module, given_c_source
 from polyflow.options import Options
 from polyflow.raising import raise_to_affine
 from polyflow.raising.report import RaiseReport
 
 
 def raise_report(
-    source_or_path: str | Path,
+    source: str | bytes | os.PathLike[str] | None = None,
     *,
+    path: str | os.PathLike[str] | None = None,
     functions: Sequence[str] | None = None,
-    options: Options | None = None,
+    options: Options | Mapping[str, Any] | None = None,
 ) -> RaiseReport:
-    """Compile a C file or C source string to MLIR, raise its functions (all that polyflow
-    compiles, or just `functions`) and report what raising made of each.
+    """Compile C `source` (text) or the C file at `path` to MLIR, raise its functions (all
+    that polyflow compiles, or just `functions`) and report what raising made of each.
 
     Raising runs whatever `options.raise_affine` and `opt_level` say: the report is about what
     it does. The options still give the preprocessor settings (`include_dirs`, `defines`).
     """
-    base = options or Options()
+    base = Options.of(options)
     options = base.model_copy(update={"raise_affine": True, "opt_level": max(1, base.opt_level)})
-    text, filename, source_dir = read_c_source(source_or_path)
+    text, filename, source_dir = given_c_source(source, path)
     # The whole file is compiled, as in a build (so calls between its functions work, and calls
     # to those left to the C compiler go through trampolines); only `functions` are raised.
     cmod = c_module(text, filename, options, source_dir, external_calls=True)

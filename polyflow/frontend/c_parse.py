@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -89,6 +90,11 @@ def parse_c(
     """Preprocess with pycparser's fake libc headers and parse; errors become CompileError.
     With `elide_initializers`, large numeric tables are not parsed (`initializers.py`: for a
     build, whose globals the C compiler defines)."""
+    if shutil.which(options.cc) is None:
+        raise CompileError(
+            f"the C compiler '{options.cc}' was not found (--cc names it; default: cc)",
+            file=filename,
+        )
     # cc's syntax check runs beside the preprocessing and parsing (on a 3.7 MB table it takes a
     # second of its own); its diagnostics, which carry cc's precise positions, come first. A
     # process of its own, reading a file, not a thread: under a memory limit (the service's) a

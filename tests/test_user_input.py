@@ -1,0 +1,166 @@
+"""What users hand in by mistake gets a one-line error, never a traceback: binary and missing
+files, a C compiler that is not there, empty or mistyped sources and options; and the Python
+API takes source text, UTF-8 bytes or a file (`path=`), options as `Options` or a dict, and
+the only function as the default entry."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyflow
+from polyflow import CompileError, Options
+from polyflow import tc as polyflow_tc
+
+SCALE = "void scale(int n, double a[16]) {\n  for (int i = 0; i < n; i++)\n    a[i] = 2 * a[i];\n}\n"
+BINARY = bytes(range(256)) * 4
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "polyflow", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["build", "{binary}", "-o", "{out}"],
+        ["tc", "{binary}"],
+        ["build", "{missing}", "-o", "{out}"],
+        ["build", "{dir}", "-o", "{out}"],
+        ["tc", "{dir}"],
+        ["build", "{scale}", "--cc=nosuchcc", "-o", "{out}"],
+        ["build", "{empty}", "-o", "{out}"],
+    ],
+)
+def test_the_cli_says_what_is_wrong_in_one_line(command: list[str], tmp_path: Path) -> None:
+    (tmp_path / "bin.c").write_bytes(BINARY)
+    (tmp_path / "scale.c").write_text(SCALE)
+    (tmp_path / "empty.c").write_text("")
+    paths = {
+        "binary": tmp_path / "bin.c",
+        "missing": tmp_path / "missing.c",
+        "dir": tmp_path,
+        "scale": tmp_path / "scale.c",
+        "empty": tmp_path / "empty.c",
+        "out": tmp_path / "out",
+    }
+    proc = _cli(*(arg.format(**paths) for arg in command))
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1, proc.stderr
+    first = proc.stderr.splitlines()[0]
+    assert ": error: " in first and first.startswith(str(tmp_path)), proc.stderr
+
+
+def test_an_internal_error_is_one_line_with_exit_3(tmp_path: Path) -> None:
+    # a module of ours that fails to import stands in for any bug of ours
+    (tmp_path / "polyflow_break.py").write_text("raise RuntimeError('boom')\n")
+    source = tmp_path / "scale.c"
+    source.write_text(SCALE)
+    code = (
+        "import sys, polyflow.drivers.build as b\n"
+        "def broken(*a, **k):\n    import polyflow_break\n"
+        "b.build_program = broken\nimport polyflow.cli as c\n"
+        "c.build_program = broken\nsys.exit(c.main(sys.argv[1:]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "build", str(source), "-o", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
+    assert "internal error: RuntimeError: boom" in proc.stderr
+    env["POLYFLOW_TRACEBACK"] = "1"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "build", str(source), "-o", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert "Traceback" in proc.stderr
+
+
+def test_compile_c_takes_text_bytes_or_a_path(tmp_path: Path) -> None:
+    path = tmp_path / "scale.c"
+    path.write_text(SCALE)
+    for kernel in (
+        polyflow.compile_c(SCALE),
+        polyflow.compile_c(SCALE.encode()),
+        polyflow.compile_c(path=path),
+        polyflow.compile_c(path=str(path)),
+        polyflow.compile_c(path),  # a Path is a file by its type
+    ):
+        a = np.arange(16.0)
+        kernel(16, a)
+        np.testing.assert_array_equal(a, 2 * np.arange(16.0))
+    # a str is source text, never a file name
+    with pytest.raises(CompileError):
+        polyflow.compile_c(str(path))
+
+
+@pytest.mark.parametrize(
+    "source,error,match",
+    [
+        ("", CompileError, "the source is empty"),
+        ("   \n", CompileError, "the source is empty"),
+        (BINARY, CompileError, "not a text file"),
+        (42, TypeError, "source must be str or bytes"),
+        ("int f(int x) { return x; }\nint g(int x) { return -x; }\n", CompileError,
+         r"defines 2 functions: say which one with entry= \(compilable: f, g\)"),
+        ("struct s { int a; };\n", CompileError, "defines no function"),
+    ],
+)  # fmt: skip
+def test_compile_c_refuses_what_is_not_one_c_function(
+    source: object, error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        polyflow.compile_c(source)  # type: ignore[arg-type]
+
+
+def test_compile_c_wants_source_or_path_not_both(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="not both"):
+        polyflow.compile_c(SCALE, path=tmp_path / "scale.c")
+    with pytest.raises(TypeError, match="not both"):
+        polyflow.compile_c()
+
+
+def test_options_may_be_a_dict_of_fields() -> None:
+    kernel = polyflow.compile_c(SCALE, options={"opt_level": 3})
+    a = np.ones(16)
+    kernel(16, a)
+    np.testing.assert_array_equal(a, np.full(16, 2.0))
+    with pytest.raises(ValueError, match="opt_level"):
+        polyflow.compile_c(SCALE, options={"opt_level": 7})
+    with pytest.raises(ValueError, match="no_such_option"):
+        polyflow.compile_c(SCALE, options={"no_such_option": 1})
+    with pytest.raises(TypeError, match="options must be an Options or a dict"):
+        polyflow.compile_c(SCALE, options=3)  # type: ignore[arg-type]
+    assert Options.of({"opt_level": 1}) == Options(opt_level=1)
+
+
+def test_raise_report_takes_text_or_a_path(tmp_path: Path) -> None:
+    path = tmp_path / "scale.c"
+    path.write_text(SCALE)
+    by_text = polyflow.raise_report(SCALE)
+    by_path = polyflow.raise_report(path=path)
+    assert by_text.fully_affine == by_path.fully_affine == ["scale"]
+
+
+def test_tc_takes_bytes_and_options_over_its_defaults() -> None:
+    mv = polyflow_tc.define(
+        b"def mv(float(M,K) A, float(K) x) -> (C) { C(i) +=! A(i,k) * x(k) }",
+        options={"opt_level": 2},
+    )
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = np.ones(4, dtype=np.float32)
+    np.testing.assert_allclose(mv(a, x), a @ x, rtol=1e-6)
+    with pytest.raises(CompileError, match="not a text file"):
+        polyflow_tc.define(BINARY)
