@@ -164,3 +164,28 @@ def test_tc_takes_bytes_and_options_over_its_defaults() -> None:
     np.testing.assert_allclose(mv(a, x), a @ x, rtol=1e-6)
     with pytest.raises(CompileError, match="not a text file"):
         polyflow_tc.define(BINARY)
+
+
+MIXED = (
+    "float mix(float a, int b, unsigned char c, _Bool d) {\n"
+    "  return a + b + c + d;\n}\n"
+)
+
+
+def test_scalar_arguments_are_checked_against_their_c_types() -> None:
+    mix = polyflow.compile_c(MIXED)
+    assert mix(1.5, 3, 2, True) == 7.5
+    assert mix(np.float32(1.5), np.int64(3), np.uint8(255), 0) == 259.5
+    assert mix(0, -(2**31), 0, False) == -(2.0**31)  # int's lowest value
+    with pytest.raises(TypeError, match="argument 'a' of mix\\(\\) is float: expected a number, got str"):
+        mix("1.5", 3, 2, True)
+    with pytest.raises(TypeError, match="'b' of mix\\(\\) is int: expected an integer, got float"):
+        mix(1.5, 3.0, 2, True)
+    with pytest.raises(ValueError, match=r"'c' of mix\(\) is unsigned char: 300 is out of its range 0\.\.255"):
+        mix(1.5, 3, 300, True)
+    with pytest.raises(ValueError, match="'b' of mix\\(\\) is int: 1099511627776 is out of"):
+        mix(1.5, 2**40, 2, True)
+    with pytest.raises(ValueError, match="out of its range"):
+        mix(1.5, 3, -1, True)
+    with pytest.raises(TypeError, match="a scalar, not an array"):
+        mix(np.ones(2), 3, 2, True)

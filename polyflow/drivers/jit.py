@@ -104,9 +104,9 @@ class CompiledFunction:
         if len(args) != len(fn.params):
             raise TypeError(f"{fn.name}() takes {len(fn.params)} argument(s), {len(args)} given")
         scalars = {
-            pname: (float(arg) if ptype.is_float else int(arg))
+            pname: _scalar_value(fn.name, pname, ptype, arg)
             for (pname, ptype), arg in zip(fn.params, args, strict=True)
-            if isinstance(ptype, Scalar) and _is_scalar(fn.name, pname, ptype, arg)
+            if isinstance(ptype, Scalar)
         }
         ordered: list[Any] = []
         for (pname, ptype), arg in zip(fn.params, args, strict=True):
@@ -124,10 +124,32 @@ class CompiledFunction:
         return None if result is None else result.value
 
 
-def _is_scalar(fname: str, pname: str, ptype: Scalar, arg: Any) -> bool:
-    if isinstance(arg, np.ndarray) and arg.ndim > 0:
-        raise TypeError(f"argument '{pname}' of {fname}() is a scalar '{ptype}', got an array")
-    return True
+def _scalar_value(fname: str, pname: str, ptype: Scalar, arg: Any) -> int | float:
+    """`arg` as the value of C scalar parameter `pname`, checked as a C compiler would check a
+    constant: a number (not a string), an integer for an integer type (not a float), within
+    the type's range (`unsigned char` is 0..255); TypeError or ValueError naming the argument."""
+    what = f"argument '{pname}' of {fname}() is {ptype}"
+    if isinstance(arg, np.ndarray):
+        if arg.ndim > 0:
+            raise TypeError(f"{what}, a scalar, not an array")
+        arg = arg.item()
+    elif isinstance(arg, np.generic):
+        arg = arg.item()
+    if ptype.boolean and isinstance(arg, bool | int):
+        return int(bool(arg))
+    if ptype.is_float:
+        if not isinstance(arg, int | float):
+            raise TypeError(f"{what}: expected a number, got {type(arg).__name__}")
+        return float(arg)
+    if not isinstance(arg, int):
+        raise TypeError(f"{what}: expected an integer, got {type(arg).__name__} {arg!r}")
+    low, high = (-(1 << (ptype.bits - 1)), (1 << (ptype.bits - 1)) - 1) if ptype.signed else (
+        0,
+        (1 << ptype.bits) - 1,
+    )
+    if not low <= arg <= high:
+        raise ValueError(f"{what}: {arg} is out of its range {low}..{high}")
+    return int(arg)
 
 
 def _check_array(
