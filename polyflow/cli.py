@@ -236,14 +236,26 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+# gcc's spellings of boolean options → ours
+_GCC_FLAGS = {
+    "-ffast-math": "--fast-math",
+    "-fno-fast-math": "--no-fast-math",
+    "-fassociative-math": "--associative-math",
+    "-fno-associative-math": "--no-associative-math",
+}
+
+
 def _normalize_argv(argv: list[str]) -> list[str]:
-    """Accept the C-compiler spellings `-O3`, `-Idir`, `-DX=1`, `-march=native`."""
+    """Accept the C-compiler spellings `-O3`, `-Idir`, `-DX=1`, `-march=native`,
+    `-ffast-math`, `-fassociative-math` (and their `-fno-` forms)."""
     out: list[str] = []
     for arg in argv:
         if len(arg) == 3 and arg.startswith("-O") and arg[2].isdigit():
             out += ["-O", arg[2]]
         elif arg.startswith("-ffp-contract="):
             out += ["--fp-contract", arg.split("=", 1)[1]]
+        elif arg in _GCC_FLAGS:
+            out.append(_GCC_FLAGS[arg])
         elif arg.startswith(("-march=", "-mtune=")):
             out += [arg[:6].replace("-", "--", 1), arg.split("=", 1)[1]]
         elif arg.startswith(("-I", "-D")) and len(arg) > 2:

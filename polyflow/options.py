@@ -87,6 +87,21 @@ class Options(BaseModel):
         "passes its own flags to polyflow)",
         json_schema_extra=_cli(cli=False),
     )
+    fast_math: bool = Field(
+        default=False,
+        description="-ffast-math, as clang means it: floating-point ops may be reassociated "
+        "and assume no NaNs, infinities or signed zeros (LLVM's 'fast' flags); implies "
+        "-fassociative-math",
+        json_schema_extra=_cli(flags=["--fast-math"]),
+    )
+    associative_math: bool = Field(
+        default=False,
+        description="-fassociative-math: floating-point sums and products may be reordered "
+        "(reductions run in parallel and vectorized with partial sums, deterministically for "
+        "a build; results may differ in the last bits, each such loop is named in a warning). "
+        "Off: C's order, as gcc and clang without fast-math",
+        json_schema_extra=_cli(flags=["--associative-math"]),
+    )
     fp_contract: Literal["off", "fast"] = Field(
         default="fast",
         description="fuse a*b+c into fused multiply-adds where the target has them "
@@ -152,8 +167,8 @@ class Options(BaseModel):
     )
     parallel_reductions: bool = Field(
         default=True,
-        description="also parallelize reduction loops (reassociates floating-point sums: "
-        "results may differ in the last bits)",
+        description="parallelize reduction loops: integer ones always, floating-point ones "
+        "with -fassociative-math or -ffast-math only (false: no reduction runs in parallel)",
         json_schema_extra=_POLYHEDRAL,
     )
     micro_kernels: bool = Field(
@@ -255,6 +270,12 @@ class Options(BaseModel):
         if isinstance(options, Mapping):
             return cls(**options)  # pydantic's ValidationError is a ValueError
         raise TypeError(f"options must be an Options or a dict, not {type(options).__name__}")
+
+    @property
+    def reassociation(self) -> bool:
+        """Whether floating-point arithmetic may be reordered (-fassociative-math or
+        -ffast-math)."""
+        return self.fast_math or self.associative_math
 
     @property
     def raising_enabled(self) -> bool:

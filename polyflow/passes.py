@@ -25,6 +25,9 @@ PASSES: dict[str, str] = {
     "schedule-dead-scalars": "polyflow.schedule.dead_scalars:ScheduleDeadScalars",
     "schedule-parallelize": "polyflow.schedule.parallelize:ScheduleParallelize",
     "schedule-micro-kernels": "polyflow.schedule.micro_kernel:ScheduleMicroKernels",
+    "lower-deterministic-float-reductions": (
+        "polyflow.lowering.float_reductions:DeterministicFloatReductions"
+    ),
 }
 
 _ELEMENT = re.compile(r"\s*([A-Za-z0-9_.\-]+)\s*(\{[^}]*\})?\s*(?:,|$)")

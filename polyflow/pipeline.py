@@ -37,7 +37,12 @@ def _optimize_affine(module: ir.Module, options: Options) -> ir.Module:
 MODULE_STAGES: list[ModuleStage] = [
     ("affine", lambda module, options: _raising.raise_to_affine(module, options)),
     ("affine-opt", _optimize_affine),
-    ("llvm-dialect", lambda module, options: lower_to_llvm_dialect(module, threads=options.threads)),
+    (
+        "llvm-dialect",
+        lambda module, options: lower_to_llvm_dialect(
+            module, threads=options.threads, fast_math=options.fast_math
+        ),
+    ),
 ]
 STAGE_NAMES = ["mlir", *(name for name, _ in MODULE_STAGES), "llvm"]
 

@@ -367,6 +367,15 @@ class _RestCompile:
             )
 
 
+def fp_flags(options: Options) -> list[str]:
+    """gcc's flags for the floating-point contract `options` ask for (C's, by default)."""
+    if options.fast_math:
+        return ["-ffast-math"]
+    if options.associative_math:  # gcc reassociates only without signed zeros and traps
+        return ["-fassociative-math", "-fno-signed-zeros", "-fno-trapping-math"]
+    return []
+
+
 def _rest_command(
     spliced: Path, obj: Path, options: Options, source_dir: Path | None
 ) -> list[str]:
@@ -380,6 +389,7 @@ def _rest_command(
         "-std=gnu11",
         *include,
         *preprocessor_flags(options, source_dir),
+        *fp_flags(options),
         *options.cflags,
         "-c",
         "-o",

@@ -26,6 +26,8 @@ def openmp_functions(llvm_ir: str) -> list[str]:
         if line.startswith("define"):
             match = _DEFINE.match(line)
             current = match.group(1) if match else None
+        elif line.startswith("}"):  # the body ends (a `declare` after it names the runtime)
+            current = None
         elif current is not None and "@__kmpc_fork_call(" in line:
             found.add(current.removeprefix(CABI_PREFIX).split(".")[0])
     return sorted(found)

@@ -6,6 +6,7 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 from polyflow.ir.names import NOALIAS_ATTR
+from polyflow.lowering.float_reductions import deterministic_float_reductions
 
 # convert-math-to-llvm takes what LLVM has intrinsics for; math-to-libm the rest (tanh, erf...).
 # convert-vector-to-llvm: the micro-kernels' vector loads, stores, broadcasts and FMAs.
@@ -38,6 +39,8 @@ LOWER_TO_LLVM = ",".join(
 # contents are LLVM; the OpenMP translation then emits the __kmpc_* runtime calls.
 # Run in two parts: between them, `hoist_loop_allocas` moves the reduction variables that
 # convert-scf-to-openmp allocates next to each parallel loop out of enclosing sequential loops.
+# Between lower-affine and convert-scf-to-openmp, float reductions get a fixed combination order
+# (float_reductions.py).
 PARALLEL_TO_OPENMP = "lower-affine,convert-scf-to-openmp"
 LOWER_PARALLEL_TO_LLVM = ",".join(
     [
@@ -71,18 +74,23 @@ def has_parallel_loops(module: ir.Module) -> bool:
     return found
 
 
-def lower_to_llvm_dialect(module: ir.Module, *, threads: int | None = None) -> ir.Module:
+def lower_to_llvm_dialect(
+    module: ir.Module, *, threads: int | None = None, fast_math: bool = False
+) -> ir.Module:
     """Lower every op to the LLVM dialect in place; the module is then translatable to LLVM IR.
     Parallel loops become OpenMP (`omp` ops, calls into libiomp5 once translated), run by
-    `threads` threads (None: as many as the OpenMP runtime decides when the program runs)."""
+    `threads` threads (None: as many as the OpenMP runtime decides when the program runs).
+    With `fast_math` (-ffast-math) every floating-point op gets LLVM's `fast` flags."""
     with module.context:
+        if fast_math:
+            allow_fast_math(module)
         noalias = _noalias_pointer_positions(module)
         if has_parallel_loops(module):
-            to_openmp = PARALLEL_TO_OPENMP
+            to_scf, to_openmp = PARALLEL_TO_OPENMP.split(",")
             if threads is not None:
-                to_openmp = to_openmp.replace(
-                    "convert-scf-to-openmp", f"convert-scf-to-openmp{{num-threads={threads}}}"
-                )
+                to_openmp += f"{{num-threads={threads}}}"
+            PassManager.parse(f"builtin.module({to_scf})").run(module.operation)
+            deterministic_float_reductions(module.operation)
             PassManager.parse(f"builtin.module({to_openmp})").run(module.operation)
             hoist_loop_allocas(module)
             schedule_tile_loops_dynamically(module)
@@ -92,6 +100,38 @@ def lower_to_llvm_dialect(module: ir.Module, *, threads: int | None = None) -> i
         PassManager.parse(f"builtin.module({pipeline})").run(module.operation)
         _mark_noalias_pointers(module, noalias)
     return module
+
+
+# The ops that carry `fastmath` flags (arith's floating-point ops and every math op).
+_FLOAT_OPS = frozenset(
+    {"arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.remf", "arith.negf",
+     "arith.maximumf", "arith.minimumf", "arith.maxnumf", "arith.minnumf", "arith.cmpf"}
+)  # fmt: skip
+
+
+def allow_fast_math(module: ir.Module) -> ir.Module:
+    """Give every floating-point op of `module` the `fast` flags (-ffast-math as clang means
+    it: reassociation, no NaNs, no infinities, no signed zeros, reciprocals, contraction,
+    approximate functions)."""
+    fast = ir.Attribute.parse("#arith.fastmath<fast>")
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in _FLOAT_OPS or (op.name.startswith("math.") and _float_results(op)):
+            op.attributes["fastmath"] = fast
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return module
+
+
+def _float_results(op: ir.Operation) -> bool:
+    """Whether `op` computes floats (math's float ops carry `fastmath`; its integer ones,
+    `math.absi` and the like, do not)."""
+    types = [r.type for r in op.results]
+    return bool(types) and all(
+        isinstance(ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t, ir.FloatType)
+        for t in types
+    )
 
 
 def schedule_tile_loops_dynamically(module: ir.Module) -> ir.Module:

@@ -433,6 +433,7 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
         scratch, copy = scratch_module(module, fn)
         element = (
             f"schedule-parallelize{{parallel_reductions={str(options.parallel_reductions).lower()}"
+            f" reassociate={str(options.reassociation).lower()}"
             f" min_trip={options.min_parallel_trip}}}"
         )
         try:
@@ -602,9 +603,10 @@ def schedule_remarks(module: ir.Module) -> list[Remark]:
                         loc,
                         "schedule",
                         "float-reduction",
-                        "note",
-                        f"the loop at {position_text(loc)} reorders a floating-point {kind} "
-                        "reduction (parallel_reductions; results may differ in the last bits)",
+                        "warning",
+                        f"this loop of '{name}' reorders a floating-point {kind} reduction "
+                        "(-fassociative-math: the result may differ from C's order in the last "
+                        "bits, the same for every run and thread count)",
                         {"reduction": kind},
                         function=name,
                     )

@@ -1,6 +1,6 @@
 """schedule-parallelize: `affine.for` loops without loop-carried dependences → `affine.parallel`,
 outermost first, reduction loops with `reduce`; the result computes what the loops computed
-(exactly, except for the reassociation of floating-point reductions, which is opt-in).
+(exactly: floating-point reductions are reordered only when asked, `reassociate`).
 
 A loop becomes parallel when all of these hold:
 - no iteration depends on another through memory: upstream MLIR's dependence analysis
@@ -9,8 +9,8 @@ A loop becomes parallel when all of these hold:
   accesses);
 - each `iter_args` value is a reduction marked by `polyflow.reductions` whose update is one chain
   of `addf/subf/addi/subi`, `mulf/muli`, `andi` or `ori` (what `affine.parallel` verifies and the
-  OpenMP lowering supports), on an integer or f32/f64 value; floating-point ones only with
-  `parallel_reductions`;
+  OpenMP lowering supports), on an integer or f32/f64 value, with `parallel_reductions`;
+  floating-point ones only with `reassociate` as well;
 - its trip count is not a known constant below `min_trip`;
 - it neither lies in nor contains the else region of an `affine.if` (upstream's analysis applies
   the if's condition there too, and misses dependences);
@@ -31,13 +31,15 @@ A reduction becomes `affine.parallel ... reduce ("addf")` whose body yields the 
 contribution (the update chain applied to the identity); the initial value is combined after
 the loop, as `init + sum`.
 
-With `parallel_reductions`, the floating-point add and mul reductions left in sequential loops
+With `reassociate`, the floating-point add and mul reductions left in sequential loops
 get the `reassoc` fast-math flag on their update chain (`allow_reassociation`), so that LLVM
 vectorizes them with partial sums: the same reordering a parallel reduction does.
 
 Options:
-    parallel_reductions: also parallelize floating-point reductions, and let sequential ones be
-        reassociated (both reorder the arithmetic).
+    parallel_reductions: parallelize reduction loops (false: none runs in parallel).
+    reassociate: floating-point sums and products may be reordered (-fassociative-math,
+        -ffast-math): their reduction loops may run in parallel, and sequential ones are
+        reassociated; without it neither happens, as in C without fast-math.
     min_trip: keep loops that are known to run fewer iterations than this sequential.
 """
 
@@ -390,9 +392,12 @@ def _update_chain(loop: ir.Operation, index: int, family: str) -> list[ir.Operat
     return ops
 
 
-def loop_reductions(loop: ir.Operation, *, floats: bool) -> list[Reduction] | None:
+def loop_reductions(
+    loop: ir.Operation, *, floats: bool, ints: bool = True
+) -> list[Reduction] | None:
     """The reduction of each `iter_args` value of `loop`, or None when one is not a reduction
-    it can run in parallel (not marked, not a simple chain, a float and `floats` is false)."""
+    it can run in parallel (not marked, not a simple chain, a float and `floats` is false, an
+    integer and `ints` is false)."""
     body = loop.regions[0].blocks[0]
     count = len(body.arguments) - 1
     if count == 0:
@@ -405,7 +410,7 @@ def loop_reductions(loop: ir.Operation, *, floats: bool) -> list[Reduction] | No
     out = []
     for index, family in enumerate(marks):
         reduction = _reduction_of(loop, index, family)
-        if reduction is None or (reduction.kind in _FLOAT_KINDS and not floats):
+        if reduction is None or not (floats if reduction.kind in _FLOAT_KINDS else ints):
             return None
         out.append(reduction)
     return out
@@ -474,7 +479,7 @@ def memory_parallel_loops(fn: ir.Operation) -> list[bool]:
 
 
 def choose_parallel_loops(
-    fn: ir.Operation, *, parallel_reductions: bool, min_trip: int
+    fn: ir.Operation, *, parallel_reductions: bool, min_trip: int, reassociate: bool = True
 ) -> list[tuple[ir.Operation, list[Reduction]]]:
     """The loops of `fn` to make parallel, outermost first, with their reductions (see the
     module docstring); the chosen loops are never nested in each other.
@@ -489,11 +494,12 @@ def choose_parallel_loops(
     oracle = memory_parallel_loops(fn)
     if len(oracle) != len(loops):
         raise RuntimeError("the dependence oracle's copy lost track of the loops")
+    floats, ints = parallel_reductions and reassociate, parallel_reductions
     plain = _choose(
-        fn, loops, oracle, trust_isl=False, floats=parallel_reductions, min_trip=min_trip
+        fn, loops, oracle, trust_isl=False, floats=floats, ints=ints, min_trip=min_trip
     )
     hoisted = _choose(
-        fn, loops, oracle, trust_isl=True, floats=parallel_reductions, min_trip=min_trip
+        fn, loops, oracle, trust_isl=True, floats=floats, ints=ints, min_trip=min_trip
     )
     independent = {loop for loop, free in zip(loops, oracle, strict=True) if free}
     return [
@@ -512,6 +518,7 @@ def _choose(
     *,
     trust_isl: bool,
     floats: bool,
+    ints: bool,
     min_trip: int,
 ) -> list[tuple[ir.Operation, list[Reduction]]]:
     """The outermost loops meeting the module docstring's conditions, with their reductions;
@@ -539,7 +546,7 @@ def _choose(
         work = bounded_work(loop)
         if work is not None and work < MIN_PARALLEL_WORK and _too_many_fork_joins(loop, fn):
             continue  # a tile's point loops under tile loops: lu forked 60 000 times for 32²
-        reductions = loop_reductions(loop, floats=floats)
+        reductions = loop_reductions(loop, floats=floats, ints=ints)
         if reductions is None or _aliasing_conflict(loop, fn):
             continue
         chosen.append((loop, reductions))
@@ -622,17 +629,27 @@ def make_parallel(loop: ir.Operation, reductions: list[Reduction]) -> ir.Operati
     return parallel
 
 
-def parallelize(fn: ir.Operation, *, parallel_reductions: bool = True, min_trip: int = 8) -> int:
-    """Make the parallel loops of function `fn` `affine.parallel` (see the module docstring)
-    and, with `parallel_reductions`, let the sequential loops' floating-point reductions be
-    reassociated (`allow_reassociation`); returns how many loops were made parallel."""
+def parallelize(
+    fn: ir.Operation,
+    *,
+    parallel_reductions: bool = True,
+    reassociate: bool = False,
+    min_trip: int = 8,
+) -> int:
+    """Make the parallel loops of function `fn` `affine.parallel` (see the module docstring);
+    with `reassociate` (-fassociative-math), floating-point reductions may run in parallel
+    (with `parallel_reductions`) and the sequential loops' ones are reassociated
+    (`allow_reassociation`). Returns how many loops were made parallel."""
     with fn.location:  # the default for what the builders create without `loc=` (blocks)
         chosen = choose_parallel_loops(
-            fn, parallel_reductions=parallel_reductions, min_trip=min_trip
+            fn,
+            parallel_reductions=parallel_reductions,
+            min_trip=min_trip,
+            reassociate=reassociate,
         )
         for loop, reductions in chosen:
             make_parallel(loop, reductions)
-        if parallel_reductions:
+        if reassociate:
             allow_reassociation(fn)
     return len(chosen)
 
@@ -640,7 +657,7 @@ def parallelize(fn: ir.Operation, *, parallel_reductions: bool = True, min_trip:
 def allow_reassociation(fn: ir.Operation) -> int:
     """Give the update chain of each floating-point add or mul reduction of a sequential loop of
     `fn` the `reassoc` fast-math flag, so that LLVM may vectorize it with partial results (it
-    reorders the sum, as a parallel reduction does; only under `parallel_reductions`). Returns
+    reorders the sum, as a parallel reduction does; only under -fassociative-math). Returns
     the number of loops changed; each is marked `polyflow.reassociated`."""
     changed = 0
     for loop in list(_loops(fn)):
@@ -721,11 +738,17 @@ class ScheduleParallelize:
 
     name: ClassVar[str] = "schedule-parallelize"
     parallel_reductions: bool = True
+    reassociate: bool = False
     min_trip: int = 8
 
     def __call__(self, op: ir.Operation, pass_: Any) -> None:
         try:
-            parallelize(op, parallel_reductions=self.parallel_reductions, min_trip=self.min_trip)
+            parallelize(
+                op,
+                parallel_reductions=self.parallel_reductions,
+                reassociate=self.reassociate,
+                min_trip=self.min_trip,
+            )
         except Exception as exc:  # a bug here must fail the pass, not the process
             op.location.emit_error(f"schedule-parallelize: {type(exc).__name__}: {exc}")
             pass_.signal_pass_failure()

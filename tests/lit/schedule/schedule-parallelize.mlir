@@ -1,6 +1,7 @@
 // schedule-parallelize: affine.for without loop-carried dependences → affine.parallel, outermost
 // first, never nested; reductions → reduce; small or aliasing loops stay sequential.
-// RUN: polyflow-opt --pass 'schedule-parallelize' %s | filecheck %s
+// RUN: polyflow-opt --pass 'schedule-parallelize{reassociate=true}' %s | filecheck %s
+// RUN: polyflow-opt --pass 'schedule-parallelize' %s | filecheck %s --check-prefix=STRICT
 // RUN: polyflow-opt --pass 'schedule-parallelize{parallel_reductions=false}' %s | filecheck %s --check-prefix=NORED
 // RUN: polyflow-opt --pass 'schedule-parallelize{min_trip=2}' %s | filecheck %s --check-prefix=TRIP2
 // RUN: polyflow-opt --pass 'schedule-parallelize,schedule-parallelize' %s | filecheck %s --check-prefix=TWICE
@@ -43,7 +44,8 @@ func.func @outer(%n: index, %C: memref<?x64xf64>, %A: memref<?x64xf64>, %B: memr
 }
 
 // A float sum: reduce ("addf") whose body yields the iteration's term; the initial value is
-// added after the loop. Without parallel_reductions it stays sequential.
+// added after the loop (with reassociate: C's order otherwise). Without parallel_reductions
+// it stays sequential.
 // CHECK-LABEL: func.func @sum
 // CHECK:      %[[INIT:.*]] = affine.load %arg1[0]
 // CHECK-NEXT: %[[R:.*]] = affine.parallel (%[[I:.*]]) = (0) to (100) reduce ("addf") -> (f64) {
@@ -58,6 +60,14 @@ func.func @outer(%n: index, %C: memref<?x64xf64>, %A: memref<?x64xf64>, %B: memr
 // NORED-NOT:  affine.parallel
 // NORED:      affine.for {{.*}} iter_args
 // NORED:      return
+// Without reassociate (C's floating-point semantics) the sum keeps its order: sequential, and
+// no reassoc flag.
+// STRICT-LABEL: func.func @sum
+// STRICT-NOT:  affine.parallel
+// STRICT-NOT:  reassoc
+// STRICT:      affine.for {{.*}} iter_args
+// STRICT-NOT:  reassoc
+// STRICT:      return
 func.func @sum(%A: memref<100xf64>, %out: memref<1xf64>) {
   %init = affine.load %out[0] : memref<1xf64>
   %r = affine.for %i = 0 to 100 iter_args(%acc = %init) -> (f64) {
@@ -97,8 +107,14 @@ func.func @matvec(%A: memref<32x32xf64>, %x: memref<32xf64>, %y: memref<32xf64>)
 // CHECK:        arith.subi
 // CHECK:        arith.subi
 // CHECK:      arith.addi %c7_i32, %{{.*}} : i32
+// Integer sums are exact in any order: parallel without reassociate, not without
+// parallel_reductions.
+// STRICT-LABEL: func.func @int_sum
+// STRICT:      affine.parallel {{.*}} reduce ("addi")
 // NORED-LABEL: func.func @int_sum
-// NORED:      affine.parallel {{.*}} reduce ("addi")
+// NORED-NOT:  affine.parallel
+// NORED:      affine.for {{.*}} iter_args
+// NORED:      return
 func.func @int_sum(%A: memref<?xi32>, %n: index) -> i32 {
   %c7 = arith.constant 7 : i32
   %r = affine.for %i = 0 to %n iter_args(%acc = %c7) -> (i32) {
