@@ -70,6 +70,9 @@ class Config:
     twin: str | None = None
     # Only run kernels where GCC's auto-parallelizer parallelizes a loop of the kernel.
     only_if_gcc_parallelizes: bool = False
+    # The floating-point contract: C's order (False), or -ffast-math (floats reassociated; the
+    # configuration is compared with gcc -ffast-math and validated at a looser tolerance).
+    fast_math: bool = False
 
     def threads(self, requested: int) -> int:
         return requested if self.parallel else 1
@@ -92,6 +95,7 @@ class Config:
             march=self.march,
             include_dirs=(str(HARNESS_DIR),),
             defines=(f"{size}_DATASET",),
+            fast_math=self.fast_math,
         )
 
     def describe(self, threads: int) -> str:
@@ -99,7 +103,8 @@ class Config:
         if self.kind == "cc":
             build = " ".join(arg.format(threads=threads) for arg in self.cc_args)
         else:
-            build = f'polyflow Options(opt_level={self.opt_level}, march="{self.march}")'
+            fast = ", fast_math=True" if self.fast_math else ""
+            build = f'polyflow Options(opt_level={self.opt_level}, march="{self.march}"{fast})'
         return f"{build}; OMP_NUM_THREADS={self.threads(threads)}"
 
     def build(
@@ -221,6 +226,58 @@ CONFIGS: dict[str, Config] = {
             opt_level=3,
             parallel=True,
             twin="polyflow",
+        ),
+        # the same peers under -ffast-math: floating-point sums may be reordered
+        Config(
+            "gcc-fast",
+            "GCC with -ffast-math, sequential (the baseline of the fast-math configurations)",
+            "cc",
+            ("gcc", "-O3", "-march=native", "-ffast-math"),
+            fast_math=True,
+        ),
+        Config(
+            "polly-fast",
+            "clang 14 with Polly and -ffast-math, sequential",
+            "cc",
+            ("clang-14", "-O3", "-march=native", "-ffast-math", "-mllvm", "-polly"),
+            hint=SETUP_HINT,
+            fast_math=True,
+        ),
+        Config(
+            "polly-par-fast",
+            "clang 14 with Polly and -ffast-math, parallel (OpenMP)",
+            "cc",
+            (
+                "clang-14",
+                "-O3",
+                "-march=native",
+                "-ffast-math",
+                "-mllvm",
+                "-polly",
+                "-mllvm",
+                "-polly-parallel",
+                "-fopenmp",
+            ),
+            parallel=True,
+            hint=SETUP_HINT,
+            twin="polly-fast",
+            fast_math=True,
+        ),
+        Config(
+            "polyflow-fast",
+            "polyflow at -O3 -ffast-math, one thread",
+            "polyflow",
+            opt_level=3,
+            fast_math=True,
+        ),
+        Config(
+            "polyflow-par-fast",
+            "polyflow at -O3 -ffast-math, parallel (OpenMP; float reductions too)",
+            "polyflow",
+            opt_level=3,
+            parallel=True,
+            twin="polyflow-fast",
+            fast_math=True,
         ),
     )
 }

@@ -1,8 +1,9 @@
 """The reports of a run: `<date>-<size>.json` (raw), `.md` (tables) and `.png` (speedup chart).
 
-Speedups are over the `gcc` configuration (gcc -O3 -march=native): gcc's median time divided
-by the configuration's, so above 1 is faster than gcc. The geometric mean of a configuration
-is taken over the kernels where both it and gcc built, ran and validated.
+Speedups are over gcc under the same floating-point contract: C's order (`gcc`, gcc -O3
+-march=native) or -ffast-math (`gcc-fast`); gcc's median time divided by the configuration's,
+so above 1 is faster than gcc. The geometric mean of a configuration is taken over the kernels
+where both it and its gcc built, ran and validated.
 """
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ from bench_polybench.common import fmt
 from bench_polybench.results import FAILED, Cell, Suite
 
 BASELINE = "gcc"
+FAST_BASELINE = "gcc-fast"
+
+
+def baseline_of(suite: Suite, config: str) -> str:
+    """The gcc configuration `config` is compared with: the one of its floating-point contract."""
+    return FAST_BASELINE if suite.is_fast(config) else BASELINE
 
 STATUS_TEXT = {
     "missing": "missing",
@@ -28,9 +35,9 @@ STATUS_TEXT = {
 
 
 def speedup(suite: Suite, kernel: str, config: str, *, validated: bool = True) -> float | None:
-    """gcc's median time over `config`'s for `kernel` (None without both; with `validated`,
-    only where both validated)."""
-    base, cell = suite.cell(kernel, BASELINE), suite.cell(kernel, config)
+    """gcc's median time over `config`'s for `kernel` (gcc under `config`'s floating-point
+    contract; None without both; with `validated`, only where both validated)."""
+    base, cell = suite.cell(kernel, baseline_of(suite, config)), suite.cell(kernel, config)
     if base is None or cell is None:
         return None
     if validated and not (base.ok and cell.ok):
@@ -124,7 +131,7 @@ def markdown(suite: Suite) -> str:
         "",
         "## Results",
         "",
-        "Each cell: median kernel time · speedup over gcc (above 1: faster) · validation "
+        "Each cell: median kernel time · speedup over gcc under the same contract (above 1: faster) · validation "
         "(the largest relative error seen). `= X`: the same code as configuration X, so not run "
         'again (its runs are shown; see "Shared runs"); n/a: not relevant (see "Not run").',
         "",
@@ -139,14 +146,17 @@ def markdown(suite: Suite) -> str:
         "",
         "## Geometric mean speedup over gcc",
         "",
-        "Over the kernels where both the configuration and gcc validated (gcc-omp: where "
-        "relevant).",
+        "Each configuration against gcc under the same floating-point contract: C's order "
+        "(against `gcc`, gcc -O3 -march=native) or -ffast-math (`*-fast`, against `gcc-fast`, "
+        "validated at relative tolerance "
+        f"{suite.rtol_fast:g}). Over the kernels where both validated (gcc-omp: where relevant).",
         "",
-        "| configuration | geomean speedup | kernels |",
-        "|---|---:|---:|",
+        "| configuration | contract | geomean speedup | kernels |",
+        "|---|---|---:|---:|",
     ]
     for config, (value, count) in geomean_speedups(suite).items():
-        lines.append(f"| {config} | {fmt(value, '.3f')} | {count} |")
+        contract = "-ffast-math" if suite.is_fast(config) else "C order"
+        lines.append(f"| {config} | {contract} | {fmt(value, '.3f')} | {count} |")
 
     failures = suite.failures()
     lines += ["", "## Failures", ""]
@@ -207,7 +217,11 @@ def write_png(suite: Suite, path: Path) -> None:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter, LogLocator
 
-    configs = [i.name for i in suite.configs if i.name != BASELINE and i.missing is None]
+    configs = [
+        i.name
+        for i in suite.configs
+        if i.name not in (BASELINE, FAST_BASELINE) and i.missing is None
+    ]
     groups = [*suite.kernels, "geomean"]
     means = geomean_speedups(suite)
     width = 0.8 / max(1, len(configs))
@@ -224,7 +238,8 @@ def write_png(suite: Suite, path: Path) -> None:
                 xs.append(x)
                 ys.append(s)
             elif kernel != "geomean":
-                cell, base = suite.cell(kernel, config), suite.cell(kernel, BASELINE)
+                cell = suite.cell(kernel, config)
+                base = suite.cell(kernel, baseline_of(suite, config))
                 if (cell is not None and cell.status in FAILED) or (
                     base is not None and base.status in FAILED
                 ):

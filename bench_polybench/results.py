@@ -64,6 +64,9 @@ class ConfigInfo:
     build: str
     threads: int
     missing: str | None = None
+    # built under -ffast-math (the reassociating contract): compared with gcc -ffast-math and
+    # validated at `Suite.rtol_fast`
+    fast_math: bool = False
 
 
 @dataclass
@@ -77,6 +80,7 @@ class Suite:
     timeout: float
     started: str  # ISO 8601, local time
     slowdown_limit: float = 0.0  # runs stop at this many times the reference's time (0: off)
+    rtol_fast: float = 1e-4  # the validation tolerance of -ffast-math configurations
     seconds: float = 0.0  # wall time of the whole run
     machine: dict[str, Any] = field(default_factory=dict)
     configs: list[ConfigInfo] = field(default_factory=list)
@@ -91,6 +95,10 @@ class Suite:
             if c.kernel == kernel and c.config == config:
                 return c
         return None
+
+    def is_fast(self, config: str) -> bool:
+        """Whether configuration `config` was built under -ffast-math."""
+        return any(c.name == config and c.fast_math for c in self.configs)
 
     @property
     def config_names(self) -> list[str]:

@@ -3,6 +3,7 @@
     python -m bench_polybench [--size MINI|SMALL|MEDIUM|LARGE|EXTRALARGE] [--kernels a,b]
                               [--configs gcc,polyflow,...] [--threads N] [--repeat 5]
                               [--out DIR] [--timeout S] [--slowdown-limit 5] [--rtol 1e-6]
+                              [--rtol-fast 1e-4]
                               [--jobs 2] [--resume CHECKPOINT]
 
 Builds run side by side (`--jobs`, default 2); runs are sequential, so that they time alone:
@@ -104,6 +105,7 @@ def run_suite(
     threads: int,
     repeat: int,
     rtol: float = 1e-6,
+    rtol_fast: float = 1e-4,
     timeout: float = 600.0,
     slowdown_limit: float = 0.0,
     build_timeout: float = 600.0,
@@ -126,6 +128,7 @@ def run_suite(
         threads=threads,
         repeat=repeat,
         rtol=rtol,
+        rtol_fast=rtol_fast,
         timeout=timeout,
         slowdown_limit=slowdown_limit,
         started=datetime.now().isoformat(timespec="seconds"),
@@ -150,7 +153,14 @@ def run_suite(
             config = CONFIGS[name]
             why = missing_reason(name)
             suite.configs.append(
-                ConfigInfo(name, config.description, config.describe(threads), threads, why)
+                ConfigInfo(
+                    name,
+                    config.description,
+                    config.describe(threads),
+                    threads,
+                    why,
+                    fast_math=config.fast_math,
+                )
             )
             if why is None:
                 available.append(config)
@@ -360,7 +370,8 @@ def _run_all(
                     live.remove((cell, config))
                     bar.advance(task, suite.repeat - round_)
                     continue
-                _check(cell, outcome.stdout, reference_dump, ref, suite.rtol)
+                rtol = suite.rtol_fast if config.fast_math else suite.rtol
+                _check(cell, outcome.stdout, reference_dump, ref, rtol)
                 bar.advance(task)
         _copy_shared_runs(suite, kernel)
         suite.completed.append(kernel)
@@ -451,6 +462,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--build-timeout", type=float, default=600.0, help="seconds per build (600)"
     )
     parser.add_argument("--rtol", type=float, default=1e-6, help="validation tolerance (1e-6)")
+    parser.add_argument(
+        "--rtol-fast",
+        type=float,
+        default=1e-4,
+        help="validation tolerance of the -ffast-math configurations (1e-4)",
+    )
     parser.add_argument("--jobs", type=int, default=2, help="builds run side by side (2)")
     parser.add_argument(
         "--kernels-dir", type=Path, default=KERNELS_DIR, help="directory of the kernel files"
@@ -515,6 +532,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 threads=args.threads,
                 repeat=args.repeat,
                 rtol=args.rtol,
+                rtol_fast=args.rtol_fast,
                 timeout=args.timeout,
                 slowdown_limit=args.slowdown_limit,
                 build_timeout=args.build_timeout,

@@ -17,8 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from polyflow.errors import CompileError
+from polyflow.errors import CompileError, SourcePosition
 from polyflow.options import Options
+from polyflow.report import Remark
 
 # Options a request may not set: `cc` names the program that preprocesses C, `include_dirs`
 # would let the preprocessor read the service's files.
@@ -61,8 +62,9 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     timings: dict[str, float] = {}
     start = time.perf_counter()
     header: str | None = None
+    left_out: list[Remark] = []
     if request["language"] == "c":
-        context, module, entry, header = _c_module(request, options)
+        context, module, entry, header, left_out = _c_module(request, options)
     else:
         context, module, entry = _tc_module(request, options)
     timings["frontend"] = (time.perf_counter() - start) * 1e3
@@ -71,6 +73,7 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         compiled = compile_module(module, options, produce="object", keep=keep, cache=None, workers=1)
     timings.update({name: seconds * 1e3 for name, seconds in compiled.timings.items()})
     said = compiled.report
+    said.remarks[:0] = left_out
     diagnostics: list[dict[str, Any]] = [
         _diagnostic(r) for r in said.remarks if r.severity == "warning"
     ]
@@ -193,22 +196,70 @@ def check_includes(source: str) -> None:
         )
 
 
-def _c_module(request: dict[str, Any], options: Options) -> tuple[Any, Any, str | None, str]:
-    """(the MLIR context, the module in it, the entry, the C header of its functions) of a C
-    request."""
+def _c_module(
+    request: dict[str, Any], options: Options
+) -> tuple[Any, Any, str | None, str, list[Remark]]:
+    """(the MLIR context, the module in it, the entry, the C header of its functions, a warning
+    for each function left out) of a C request."""
     from polyflow.drivers.sources import c_module
 
     check_includes(request["source"])
     entry = request.get("entry")
     cmod = c_module(request["source"], "<input>", options, only=(entry,) if entry else None)
     if entry and entry not in cmod.functions:
+        cmod = c_module(request["source"], "<input>", options)  # to say which ones compile
         known = ", ".join(sorted(cmod.functions)) or "none"
-        reason = cmod.skipped.get(entry)
-        detail = f": {reason}" if reason else f" (compilable functions: {known})"
-        raise CompileError(f"cannot compile '{entry}'{detail}", file="<input>")
+        if entry in cmod.skipped:
+            raise _not_compiled(entry, cmod.skipped[entry], f" (compilable functions: {known})")
+        raise CompileError(
+            f"no function named '{entry}' in the source (compilable functions: {known})",
+            file="<input>",
+        )
     if not cmod.functions:
-        raise CompileError("no function in the source can be compiled", file="<input>")
-    return cmod.context, cmod.module, entry, _c_header(cmod)
+        if not cmod.skipped:
+            raise CompileError("the source defines no function", file="<input>")
+        name, why = next(iter(cmod.skipped.items()))
+        others = [f"'{n}' ({_where(e)}: {e.reason})" for n, e in list(cmod.skipped.items())[1:]]
+        also = f"; nor {', '.join(others)}" if others else ""
+        raise _not_compiled(name, why, also, prefix="no function in the source can be compiled: ")
+    return cmod.context, cmod.module, entry, _c_header(cmod), _left_out(cmod)
+
+
+def _left_out(cmod: Any) -> list[Remark]:
+    """A warning for each function of the source that is not compiled (not in kernel.o nor
+    kernel.h), at the construct that keeps it out."""
+    out = []
+    for name, exc in cmod.skipped.items():
+        coord = getattr(exc.node, "coord", None)
+        position = SourcePosition("<input>", coord.line, coord.column or 0) if coord else None
+        out.append(
+            Remark(
+                "frontend",
+                "not-compiled",
+                "warning",
+                f"function '{name}' is not compiled (not in kernel.o or kernel.h): {exc.reason}",
+                name,
+                position,
+                {"reason": exc.reason},
+            )
+        )
+    return out
+
+
+def _where(exc: Any) -> str:
+    coord = getattr(exc.node, "coord", None)
+    return f"{coord.line}:{coord.column or 0}" if coord else "?"
+
+
+def _not_compiled(name: str, exc: Any, tail: str = "", *, prefix: str = "") -> CompileError:
+    """CompileError at the construct that keeps function `name` from being compiled."""
+    coord = getattr(exc.node, "coord", None)
+    return CompileError(
+        f"{prefix}cannot compile '{name}': {exc.reason}{tail}",
+        file="<input>",
+        line=coord.line if coord else 0,
+        column=(coord.column or 0) if coord else 0,
+    )
 
 
 def _tc_module(request: dict[str, Any], options: Options) -> tuple[Any, Any, str | None]:

@@ -79,6 +79,25 @@ def test_median_and_speedup() -> None:
     assert speedup(suite, "a", "gcc") == 1.0
 
 
+def test_fast_math_configurations_are_compared_with_gcc_fast_math() -> None:
+    suite = fabricated()
+    suite.configs += [
+        ConfigInfo("gcc-fast", "GCC -ffast-math", "gcc -O3 -ffast-math", 2, fast_math=True),
+        ConfigInfo("polyflow-fast", "polyflow -ffast-math", "polyflow", 2, fast_math=True),
+    ]
+    for kernel in suite.kernels:
+        suite.cells.append(Cell(kernel, "gcc-fast", times=[0.5] * 3, max_rel_err=1e-9))
+        suite.cells.append(Cell(kernel, "polyflow-fast", times=[0.25] * 3, max_rel_err=1e-9))
+    # against gcc -ffast-math (0.5 s), not gcc (1-4 s)
+    assert speedup(suite, "b", "polyflow-fast") == pytest.approx(2.0)
+    assert speedup(suite, "b", "gcc-fast") == pytest.approx(1.0)
+    assert speedup(suite, "b", "polyflow") == pytest.approx(0.5)
+    text = markdown(suite)
+    means = table_rows(text, "## Geometric mean speedup over gcc")
+    assert ["polyflow-fast", "-ffast-math", "2.000", "4"] in means
+    assert "validated at relative tolerance 0.0001" in text
+
+
 def test_geomean_math() -> None:
     assert geomean([]) is None
     assert geomean([2.0, 0.5]) == pytest.approx(1.0)
@@ -128,8 +147,12 @@ def test_markdown_shape() -> None:
     assert d["polyflow"] == "0.1 s · 10.00× · **invalid** (5.0e-01)"
 
     means = table_rows(text, "## Geometric mean speedup over gcc")
-    assert means[0] == ["configuration", "geomean speedup", "kernels"]
-    assert means[2:] == [["gcc", "1.000", "4"], ["polyflow", "1.587", "3"], ["polly", "—", "0"]]
+    assert means[0] == ["configuration", "contract", "geomean speedup", "kernels"]
+    assert means[2:] == [
+        ["gcc", "C order", "1.000", "4"],
+        ["polyflow", "C order", "1.587", "3"],
+        ["polly", "C order", "—", "0"],
+    ]
 
     failures = text.split("## Failures", 1)[1].split("##", 1)[0]
     assert "- d × polyflow: invalid: A[3]: 1.5 vs reference 1.0" in failures

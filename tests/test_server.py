@@ -219,6 +219,37 @@ def test_the_response_carries_the_compile_report(server: Server) -> None:
     assert warning["severity"] == "warning" and warning["line"] == 3
 
 
+def test_diagnostics_say_which_function_is_not_compiled_and_why(server: Server) -> None:
+    # an entry that does not compile: why, where, and which ones do
+    status, body = server.compile(
+        {"language": "c", "source": "int f(int x) { return x + 1; }\n", "entry": "g"}
+    )
+    assert status == 422
+    assert "no function named 'g' in the source (compilable functions: f)" in str(body)
+    source = (
+        "struct p { int a; };\nint g(struct p q) { return q.a; }\n"
+        "void f(int n, double a[8]) {\n  for (int i = 0; i < n; i++) a[i] = 1;\n}\n"
+    )
+    status, body = server.compile({"language": "c", "source": source, "entry": "g"})
+    assert status == 422
+    (error,) = body["detail"]
+    assert error["line"] == 2 and "cannot compile 'g'" in error["message"]
+    assert "(compilable functions: f)" in error["message"]
+    # without an entry: f compiles, g is named in a warning, not silently missing
+    status, body = server.compile({"language": "c", "source": source})
+    assert status == 200, body
+    (warning,) = [d for d in body["diagnostics"] if "'g'" in d["message"]]
+    assert warning["severity"] == "warning" and warning["line"] == 2
+    assert "not compiled (not in kernel.o or kernel.h)" in warning["message"]
+    # nothing compiles: each function's reason, the first one's position
+    only_switch = "int f(int x) {\n  switch (x) { default: return 1; }\n}\n"
+    status, body = server.compile({"language": "c", "source": only_switch})
+    assert status == 422
+    (error,) = body["detail"]
+    assert error["line"] == 2 and "no function in the source can be compiled" in error["message"]
+    assert "'switch'" in error["message"]
+
+
 def test_tc_compiles_with_sizes(server: Server) -> None:
     status, body = server.compile({"language": "tc", "source": MV_TC, "sizes": {"M": 8, "K": 4}})
     assert status == 200 and body["entry"] == "mv"
