@@ -45,7 +45,7 @@ from polyflow.storage.cache import CompileCache, cache_key, code_fingerprint, co
 
 from .hot import HotResults
 from .jobs import FORBIDDEN_OPTIONS
-from .metrics import Metrics
+from .metrics import CONTENT_TYPE, Metrics, route_template
 from .workers import JobTimeout, QueueFull, WorkerDied, WorkerPool
 
 log = logging.getLogger("polyflow.serve")
@@ -228,9 +228,9 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
         else:
             response = await call_next(request)
         response.headers["x-request-id"] = request_id
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")  # the template: no key in the label
-        metrics.requests[(request.method, path, response.status_code)] += 1
+        metrics.request(
+            request.method, route_template(app.router, request.scope), response.status_code
+        )
         log.info(
             json.dumps(
                 {
@@ -257,10 +257,11 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
         }
 
     @app.get("/metrics", response_class=PlainTextResponse)
-    async def prometheus_metrics() -> str:
-        return metrics.render(
+    async def prometheus_metrics() -> Response:
+        text = metrics.render(
             queue_depth=pool.waiting, busy_workers=len(pool.busy), replaced_workers=pool.replaced
         )
+        return Response(text, media_type=CONTENT_TYPE)
 
     @app.get("/v1/version", responses=_errors())
     async def version() -> dict[str, str]:
@@ -335,13 +336,13 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             if stored is not None:
                 hot.put(key, stored)
         if stored is not None:
-            metrics.cache_hits += 1
-            metrics.latency["hit"].observe(time.perf_counter() - started)
+            metrics.cache_hits.inc()
+            metrics.latency.labels("hit").observe(time.perf_counter() - started)
             # the stored JSON object with the two fields of this answer added, as bytes: no
             # decoding and re-encoding of a result that may hold megabytes of base64
             tail = f',"key":{json.dumps(key)},"cached":true}}'.encode()
             return Response(stored[:-1] + tail, media_type="application/json")
-        metrics.cache_misses += 1
+        metrics.cache_misses.inc()
         # Identical requests in flight share one compile, which runs as a task of its own: a
         # handler cancelled mid-wait (the client went away) must not stop it between sending
         # the job and reading the answer, or the worker's next job would read this answer.
@@ -370,7 +371,7 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             if error["status"] == 422:
                 raise HTTPException(422, error["diagnostics"])
             raise HTTPException(error["status"], error.get("message", "compile failed"))
-        metrics.latency["miss"].observe(time.perf_counter() - started)
+        metrics.latency.labels("miss").observe(time.perf_counter() - started)
         return {**outcome["ok"], "key": key, "cached": False}
 
     @app.get(

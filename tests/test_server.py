@@ -191,6 +191,8 @@ def test_metrics_count_requests_hits_and_misses(server: Server) -> None:
     request = {"language": "c", "source": SCALE.replace("scale", "scale_metrics")}
     server.compile(request)
     server.compile(request)
+    for path in ("/docs", "/openapi.json", "/no/such/page"):
+        server.call("GET", path)
     status, _, text = server.call("GET", "/metrics")
     lines = text.decode().splitlines()
     assert status == 200
@@ -202,6 +204,11 @@ def test_metrics_count_requests_hits_and_misses(server: Server) -> None:
     assert value('polyflow_compile_seconds_count{cache="hit"}') >= 1
     assert value('polyflow_requests_total{method="POST",path="/v1/compile",status="200"}') >= 2
     assert any(line.startswith("polyflow_queue_depth ") for line in lines)
+    # route templates as labels, Starlette's own routes included
+    assert value('polyflow_requests_total{method="GET",path="/docs",status="200"}') >= 1
+    assert value('polyflow_requests_total{method="GET",path="/openapi.json",status="200"}') >= 1
+    assert value('polyflow_requests_total{method="GET",path="unmatched",status="404"}') >= 1
+    assert "# TYPE polyflow_compile_seconds histogram" in lines
 
 
 def test_the_response_carries_the_compile_report(server: Server) -> None:
