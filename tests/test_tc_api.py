@@ -348,3 +348,25 @@ def test_cli_prints_source_errors_with_a_caret(tmp_path: Any, capsys: Any) -> No
         "  B(i) = A(i, i)",
         "         ^",
     ]
+
+
+@pytest.mark.parametrize("opt_level", [2, 3])
+def test_zero_size_arrays_behave_as_in_numpy(opt_level: int) -> None:
+    from polyflow.tc_library import LIBRARY
+
+    options = {"opt_level": opt_level}
+    matmul = tc.define(LIBRARY["matmul"], options=options)
+    for m, k, n in ((0, 5, 3), (4, 0, 3), (4, 5, 0), (0, 0, 0)):
+        a = np.arange(m * k, dtype=np.float32).reshape(m, k)
+        b = np.ones((k, n), dtype=np.float32)
+        got = matmul(a, b)
+        assert got.shape == (m, n)
+        np.testing.assert_array_equal(got, a @ b)
+    fcrelu = tc.define(LIBRARY["fcrelu"], options=options)
+    bias = np.array([1.0, -2.0, 3.0], dtype=np.float32)
+    got = fcrelu(np.ones((2, 0), np.float32), np.ones((3, 0), np.float32), bias)
+    np.testing.assert_array_equal(got, np.maximum(np.zeros((2, 0)) @ np.zeros((0, 3)) + bias, 0))
+    # a negative extent is still an error: the shapes cannot be
+    conv = tc.define(LIBRARY["conv2d"], options=options)
+    with pytest.raises(CompileError, match="would have shape"):
+        conv(np.ones((1, 1, 2, 2), np.float32), np.ones((1, 1, 3, 3), np.float32))

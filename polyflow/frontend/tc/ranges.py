@@ -104,8 +104,13 @@ def specialize(inferred: InferredDefinition, sizes: Mapping[str, int], *, source
     shapes = {
         name: tuple(dim.evaluate(sizes) for dim in dims) for name, dims in inferred.shapes.items()
     }
+    # A zero extent is NumPy's empty array: ranges over it are empty, and the statements over
+    # them do nothing (a `+=!` over an empty reduction range leaves its identity).
+    empty_inputs = any(extent == 0 for extent in sizes.values())
     for name, shape in shapes.items():
-        if any(extent <= 0 for extent in shape):
+        if any(extent < 0 for extent in shape) or (
+            not empty_inputs and any(extent == 0 for extent in shape)
+        ):
             tensor = inferred.definition.tensors[name]
             pos = _declared_at(inferred.definition, name)
             fail(f"'{tensor.name}' would have shape {shape} for these sizes", pos)
@@ -118,12 +123,15 @@ def specialize(inferred: InferredDefinition, sizes: Mapping[str, int], *, source
         checked = statement.statement
         if isinstance(checked, CheckedCall):
             continue
-        for index, (low, high) in concrete.items():
-            if high <= low:
-                fail(
-                    f"index '{index}' has an empty range {low}:{high} for these sizes",
-                    checked.source.pos,
-                )
+        empty = [(i, low, high) for i, (low, high) in concrete.items() if high <= low]
+        if empty and not empty_inputs:
+            index, low, high = empty[0]
+            fail(
+                f"index '{index}' has an empty range {low}:{high} for these sizes",
+                checked.source.pos,
+            )
+        if empty:  # the statement runs no iteration: it reads nothing
+            continue
         for read in checked.reads:
             _check_in_bounds(read, concrete, shapes[read.tensor], sizes, shapes, fail)
     return Specialized(inferred, dict(sizes), shapes, tuple(ranges))
