@@ -114,7 +114,7 @@ def _binaries(obj: bytes, openmp: bool, diagnostics: list[dict[str, Any]]) -> di
         (Path(tmp) / "kernel.o").write_bytes(obj)
         runtime: list[str] = []
         if openmp:
-            runtime = openmp_link_flags("<input>", rpath=False)
+            runtime = openmp_link_flags("<input>", static=False)
             diagnostics.append(
                 {
                     "severity": "note",

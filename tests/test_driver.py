@@ -140,3 +140,30 @@ def test_stages_can_be_written_with_their_source_locations(tmp_path: Path) -> No
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert f'loc("{source}":4:' in cli.stdout
+
+
+def test_parallel_executables_run_without_the_virtual_environment(tmp_path: Path) -> None:
+    """An -O3 program with OpenMP loops carries its OpenMP runtime: moved elsewhere and run
+    with an empty environment it still runs, and it names no library path of this checkout."""
+    source = tmp_path / "scale.c"
+    source.write_text(
+        "#include <stdio.h>\n"
+        "void scale(int n, double a[100000]) {\n"
+        "  for (int i = 0; i < n; i++) a[i] = 2 * a[i] + i;\n}\n"
+        "static double a[100000];\n"
+        "int main(void) { scale(100000, a); printf(\"%.1f\\n\", a[99999]); return 0; }\n"
+    )
+    exe = tmp_path / "built" / "scale"
+    exe.parent.mkdir()
+    report = polyflow.build_program(source, exe, options=polyflow.Options(opt_level=3))
+    assert report.parallel_functions == ["scale"]
+    dynamic = subprocess.run(["readelf", "-d", str(exe)], capture_output=True, text=True).stdout
+    assert "RUNPATH" not in dynamic and "RPATH" not in dynamic and "libiomp5" not in dynamic
+    moved = tmp_path / "elsewhere" / "scale"
+    moved.parent.mkdir()
+    exe.rename(moved)
+    for threads in ("1", "2"):
+        run = subprocess.run(
+            [str(moved)], capture_output=True, text=True, env={"OMP_NUM_THREADS": threads}
+        )
+        assert run.returncode == 0 and run.stdout == "99999.0\n", run.stderr

@@ -33,13 +33,18 @@ def openmp_functions(llvm_ir: str) -> list[str]:
     return sorted(found)
 
 
-def openmp_link_flags(filename: str, *, rpath: bool = True) -> list[str]:
-    """Link with libiomp5 from the intel-openmp wheel (found at run time through the rpath,
-    unless `rpath` is False: an object or library handed to someone else's link)."""
+def openmp_link_flags(filename: str, *, static: bool = True) -> list[str]:
+    """The link flags of the OpenMP runtime libiomp5 from the intel-openmp wheel. `static`
+    (executables): its archive is linked in, so the program runs after the virtual environment
+    is gone or on another machine of the same kind; otherwise (an object or a shared library
+    handed to someone else's link) `-liomp5`, which their program then finds at run time."""
     directory = openmp_library_dir()
     if directory is None:  # the pipeline parallelizes nothing without it: a bug if reached
         raise CompileError(
             "parallel code needs the OpenMP runtime libiomp5 (pip install intel-openmp)",
             file=filename,
         )
-    return [f"-L{directory}", "-liomp5", *([f"-Wl,-rpath,{directory}"] if rpath else [])]
+    archive = directory / "libiomp5.a"
+    if static and archive.exists():
+        return [str(archive), "-lpthread", "-ldl", "-lm"]
+    return [f"-L{directory}", "-liomp5"]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from mlir import ir
 from mlir.dialects import func
+from pycparser import c_ast
 
 from polyflow.frontend import c_analysis as ana
 from polyflow.frontend.c_abi import emit_c_abi_entry
@@ -53,7 +54,9 @@ class CModule:
 def collect_globals(scope: FileScope, functions: dict[str, CFunction]) -> None:
     """Set each function's `globals`: file-scope variables it or its callees reference."""
     direct = {
-        name: sorted(ana.referenced_names(f.node.body) & scope.globals.keys())
+        name: sorted(
+            (ana.referenced_names(f.node.body) - _shadowing_parameters(f)) & scope.globals.keys()
+        )
         for name, f in functions.items()
     }
     calls = {
@@ -68,6 +71,17 @@ def collect_globals(scope: FileScope, functions: dict[str, CFunction]) -> None:
                     stack.append(c)
                     reach |= set(direct[c])
         f.globals = sorted(reach)
+
+
+def _shadowing_parameters(f: CFunction) -> set[str]:
+    """The parameters of `f`: in its body their names are the parameters, not file-scope
+    variables of the same name (unless a block of the body declares the name `extern`)."""
+    externs = {
+        n.name
+        for n in ana.walk(f.node.body)
+        if isinstance(n, c_ast.Decl) and "extern" in (n.storage or [])
+    }
+    return {name for name, _ in f.params} - externs
 
 
 def emit_c_module(
