@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from polyflow.errors import CompileError, SourcePosition
+from polyflow.errors import CompileError
 from polyflow.options import Options
 from polyflow.report import Remark
 
@@ -230,14 +230,13 @@ def _left_out(cmod: Any) -> list[Remark]:
     kernel.h), at the construct that keeps it out."""
     out = []
     for name, exc in cmod.skipped.items():
-        coord = getattr(exc.node, "coord", None)
-        position = SourcePosition("<input>", coord.line, coord.column or 0) if coord else None
+        position, reason = cmod.why_skipped(name)
         out.append(
             Remark(
                 "frontend",
                 "not-compiled",
                 "warning",
-                f"function '{name}' is not compiled (not in kernel.o or kernel.h): {exc.reason}",
+                f"function '{name}' is not compiled (not in kernel.o or kernel.h): {reason}",
                 name,
                 position,
                 {"reason": exc.reason},

@@ -247,3 +247,47 @@ def test_option_values_the_model_refuses_are_usage_errors(
         parse_args(["build", "k.c", *argv])
     assert exit_info.value.code == 2
     assert flag in capsys.readouterr().err
+
+
+FALLBACKS = """// polyflow: compiled=scale
+// polyflow: fallback=norm1,pick
+#include <stdio.h>
+typedef struct { double x, y; } point;
+
+double norm1(point p) {
+  return p.x + p.y;
+}
+
+int pick(int k) {
+  int r = 0;
+  switch (k) { case 1: r = 5; break; default: r = 7; }
+  return r;
+}
+
+void scale(int n, double *a) {
+  for (int i = 0; i < n; i++) a[i] *= 2;
+}
+
+int main(void) {
+  point p = {1, 2};
+  double a[4] = {1, 2, 3, 4};
+  scale(4, a);
+  printf("%g %d %g\\n", norm1(p), pick(1), a[3]);
+  return 0;
+}
+"""
+
+
+def test_a_function_left_to_cc_is_named_at_its_line_with_the_construct(tmp_path: Path) -> None:
+    from difftest import check_program_against_gcc
+
+    src = tmp_path / "fallbacks.c"
+    src.write_text(FALLBACKS)
+    check_program_against_gcc(src, tmp_path / "diff", polyflow.Options())
+    report = polyflow.build_program(src, tmp_path / "prog")
+    assert report.warnings == [
+        f"{src}:6:8: warning: function 'norm1' is left to the C compiler: "
+        "struct types are not supported (at 4:33)",
+        f"{src}:10:5: warning: function 'pick' is left to the C compiler: "
+        "'switch' statements are not supported (at 12:3)",
+    ]

@@ -149,14 +149,9 @@ def build_program(
         elide_initializers=True,
     )
     report.timings["frontend"] = time.perf_counter() - start
-    for name, exc in cmod.skipped.items():
-        coord = getattr(exc.node, "coord", None)
-        position = (
-            SourcePosition(coord.file, coord.line, coord.column or 0)
-            if coord
-            else SourcePosition(filename, 0, 0)
-        )
-        report.leave_to_cc(name, position, exc.reason)
+    for name in cmod.skipped:
+        position, reason = cmod.why_skipped(name)
+        report.leave_to_cc(name, position or SourcePosition(filename, 0, 0), reason)
     if options.functions is not None:
         for name in options.functions:
             if name not in cmod.functions and name not in cmod.skipped:

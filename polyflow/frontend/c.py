@@ -15,6 +15,7 @@ from mlir import ir
 from mlir.dialects import func
 from pycparser import c_ast
 
+from polyflow.errors import SourcePosition
 from polyflow.frontend import c_analysis as ana
 from polyflow.frontend.c_abi import emit_c_abi_entry
 from polyflow.frontend.c_parse import ParsedC
@@ -49,6 +50,22 @@ class CModule:
     @property
     def context(self) -> ir.Context:
         return self.module.context
+
+    def why_skipped(self, name: str) -> tuple[SourcePosition | None, str]:
+        """Where skipped function `name` is defined, and why it is not compiled: the reason
+        with the line and column of the construct that blocks it when that is elsewhere (a
+        `switch` at 12:5, a struct parameter's type at its typedef)."""
+        exc = self.skipped[name]
+        fdef = self.scope.defs.get(name)
+        coord = fdef.decl.coord if fdef is not None else None
+        where = SourcePosition(coord.file, coord.line, coord.column or 0) if coord else None
+        blocker = getattr(exc.node, "coord", None)
+        reason = exc.reason
+        if blocker is not None and (where is None or blocker.line != where.line):
+            reason += f" (at {blocker.line}:{blocker.column or 0})"
+        return where or (
+            SourcePosition(blocker.file, blocker.line, blocker.column or 0) if blocker else None
+        ), reason
 
 
 def collect_globals(scope: FileScope, functions: dict[str, CFunction]) -> None:
