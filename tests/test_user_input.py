@@ -189,3 +189,14 @@ def test_scalar_arguments_are_checked_against_their_c_types() -> None:
         mix(1.5, 3, -1, True)
     with pytest.raises(TypeError, match="a scalar, not an array"):
         mix(np.ones(2), 3, 2, True)
+
+
+def test_a_call_to_a_function_left_to_cc_says_so() -> None:
+    source = (
+        "double weight(double x) {\n"
+        "  switch ((int)x) { case 0: return 1.0; default: return 2.0; }\n}\n"
+        "double f(int n, double *a) {\n  double s = 0;\n"
+        "  for (int i = 0; i < n; i++) s += a[i] * weight(a[i]);\n  return s;\n}\n"
+    )
+    with pytest.raises(CompileError, match="cannot compile 'f': calls 'weight', which is left"):
+        polyflow.compile_c(source, "f")

@@ -222,6 +222,8 @@ class ExpressionTypes:
                 return r
             if is_math_function(name):
                 return math_signature(name)[0]
+            if name in self.file.defs:
+                raise Unsupported(f"calls '{name}', which is left to the C compiler", node)
             raise Unsupported(
                 f"call to '{name}', which is not a function of this file or of math.h", node
             )
