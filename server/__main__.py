@@ -19,15 +19,22 @@ def _env(name: str, default: str | None) -> str | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="polyflow serve", description="the compile service")
-    parser.add_argument("--host", default=_env("HOST", "127.0.0.1"))
-    parser.add_argument("--port", type=int, default=int(_env("PORT", "8000") or 8000))
+    parser = argparse.ArgumentParser(
+        prog="polyflow serve",
+        description="the compile service (each flag's default may be set by the environment "
+        "variable POLYFLOW_SERVE_<FLAG>, e.g. POLYFLOW_SERVE_PORT)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--host", default=_env("HOST", "127.0.0.1"), help="address to listen on")
+    parser.add_argument("--port", type=int, default=int(_env("PORT", "8000") or 8000),
+                        help="port to listen on")  # fmt: skip
     parser.add_argument("--workers", type=int, default=int(_env("WORKERS", "2") or 2),
                         help="compile worker processes")  # fmt: skip
     parser.add_argument("--cache-dir", default=_env("CACHE_DIR", None),
-                        help="where the SQLite compile cache lives (default: the user cache dir)")  # fmt: skip
+                        help="where the SQLite compile cache lives (none: the user cache dir)")  # fmt: skip
     parser.add_argument("--max-source-bytes", type=int,
-                        default=int(_env("MAX_SOURCE_BYTES", str(1 << 20)) or 0))  # fmt: skip
+                        default=int(_env("MAX_SOURCE_BYTES", str(1 << 20)) or 0),
+                        help="largest source a request may send (larger: 413)")  # fmt: skip
     parser.add_argument("--timeout", type=float, default=float(_env("TIMEOUT", "120") or 120),
                         help="seconds one compile may take")  # fmt: skip
     parser.add_argument("--memory-limit", type=int,
