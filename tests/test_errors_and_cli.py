@@ -291,3 +291,24 @@ def test_a_function_left_to_cc_is_named_at_its_line_with_the_construct(tmp_path:
         f"{src}:10:5: warning: function 'pick' is left to the C compiler: "
         "'switch' statements are not supported (at 12:3)",
     ]
+
+
+def test_a_define_the_file_overrides_is_a_warning(tmp_path: Path) -> None:
+    src = tmp_path / "redef.c"
+    src.write_text(
+        "#include <stdio.h>\n#define N 100\nint a[N];\n"
+        "void f(void) { for (int i = 0; i < N; i++) a[i] = i; }\n"
+        'int main(void) { f(); printf("%d\\n", a[N - 1]); return 0; }\n'
+    )
+    options = polyflow.Options(defines=("N=1024",))
+    report = polyflow.build_program(src, tmp_path / "prog", options=options)
+    assert report.warnings == [
+        f"{src}:2: warning: the file's #define of 'N' overrides -D N=... given to polyflow"
+    ]
+    run = subprocess.run([str(tmp_path / "prog")], capture_output=True, text=True, check=True)
+    assert run.stdout == "99\n"  # as gcc -DN=1024 builds it: the file's N
+    gcc = subprocess.run(
+        ["gcc", "-O2", "-DN=1024", str(src), "-o", str(tmp_path / "gcc")], capture_output=True
+    )
+    assert gcc.returncode == 0
+    assert subprocess.run([str(tmp_path / "gcc")], capture_output=True, text=True).stdout == "99\n"

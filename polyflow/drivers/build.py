@@ -149,6 +149,8 @@ def build_program(
         elide_initializers=True,
     )
     report.timings["frontend"] = time.perf_counter() - start
+    for at, message in cmod.warnings:
+        report.warn("macro-redefined", message, at)
     for name in cmod.skipped:
         position, reason = cmod.why_skipped(name)
         report.leave_to_cc(name, position or SourcePosition(filename, 0, 0), reason)

@@ -46,6 +46,8 @@ class CModule:
     globals: dict[str, CGlobal]
     scope: FileScope
     trampolines: dict[str, CFunction] = field(default_factory=dict)
+    # what the C compiler warned about that changes what the user asked for (ParsedC.warnings)
+    warnings: list[tuple[SourcePosition, str]] = field(default_factory=list)
 
     @property
     def context(self) -> ir.Context:
@@ -173,7 +175,16 @@ def emit_c_module(
         compiled = {n: functions[n] for n in emitted}
         if not module.operation.verify():
             raise RuntimeError("polyflow produced invalid MLIR (a bug in the C frontend)")
-    return CModule(module, parsed.filename, compiled, skipped, scope.globals, scope, trampolines)
+    return CModule(
+        module,
+        parsed.filename,
+        compiled,
+        skipped,
+        scope.globals,
+        scope,
+        trampolines,
+        warnings=list(parsed.warnings),
+    )
 
 
 @dataclass

@@ -7,20 +7,22 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, NoReturn
 
 import pycparser_fake_libc
 from pycparser import c_ast, c_parser
 
-from polyflow.errors import CompileError
+from polyflow.errors import CompileError, SourcePosition
 from polyflow.frontend.initializers import elide_large_initializers
 from polyflow.options import Options
 
 _GCC_DIAG = re.compile(
     r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: (?P<msg>.*)$", re.M
 )
+# A macro of the file that redefines one given on the command line (-D): the file's wins.
+_REDEFINED = re.compile(r'^(?P<file>[^:\n]+):(?P<line>\d+)(?::\d+)?: warning: "(?P<name>\w+)" redefined', re.M)
 _PYCPARSER_DIAG = re.compile(r"^(?P<file>.*?):(?P<line>\d+):(?P<col>\d+): (?P<msg>.*)$")
 
 
@@ -34,6 +36,8 @@ class ParsedC:
     ast: c_ast.FileAST
     filename: str
     source: str
+    # what cc warned about that changes what the user asked for: (position, message)
+    warnings: list[tuple[SourcePosition, str]] = field(default_factory=list)
 
 
 def preprocessor_flags(options: Options, source_dir: Path | None) -> list[str]:
@@ -126,22 +130,30 @@ def parse_c(
                 checking.wait()
                 errors.close()
             raise
-        _finish_check(checking, errors, source, filename)
-    return ParsedC(ast=ast, filename=filename, source=source)
+        warnings = _finish_check(checking, errors, source, filename)
+    return ParsedC(ast=ast, filename=filename, source=source, warnings=warnings)
 
 
 def _finish_check(
     checking: subprocess.Popen[bytes] | None, errors: IO[str], source: str, filename: str
-) -> None:
-    """Wait for cc's syntax check; its first error, if any, as a CompileError."""
+) -> list[tuple[SourcePosition, str]]:
+    """Wait for cc's syntax check; its first error, if any, as a CompileError; otherwise the
+    warnings that matter (a file's macro that overrides a -D)."""
     if checking is None:
-        return
+        return []
     status = checking.wait()
     errors.seek(0)
     message = errors.read()
     errors.close()
     if status != 0:
         _raise_c_error(message, source, filename)
+    return [
+        (
+            SourcePosition(m["file"], int(m["line"]), 0),
+            f"the file's #define of '{m['name']}' overrides -D {m['name']}=... given to polyflow",
+        )
+        for m in _REDEFINED.finditer(message)
+    ]
 
 
 def _preprocess_and_parse(
