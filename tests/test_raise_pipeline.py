@@ -163,7 +163,7 @@ def test_report_format_and_json(report: report_mod.RaiseReport) -> None:
     columns = lines[1].index("line:col"), lines[1].index("construct"), lines[1].index("raised")
     for line in lines[2:9]:  # aligned: every row's cells start under their headers
         assert all(line[c - 1] == " " and line[c] != " " for c in columns), line
-    assert lines[2].split() == ["kernel", "3:3", "for", "yes", "reductions:", "add"]
+    assert lines[2].split() == ["kernel", "3:3", "for", "yes", "carries:", "add", "reduction"]
     assert lines[3].split(None, 4) == [
         "kernel",
         "5:3",
@@ -436,3 +436,18 @@ def test_survey_on_two_kernels(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert data["totals"]["kernels"] == 2 and data["totals"]["errors"] == 0
     text = capsys.readouterr().out
     assert "Raising to affine, MINI dataset" in text and "fully affine:" in text
+
+
+def test_the_report_calls_a_carried_value_that_is_no_reduction_a_recurrence() -> None:
+    source = (
+        "unsigned lcg(int n, unsigned x) {\n"
+        "  for (int i = 0; i < n; i++)\n"
+        "    x = x * 1103515245u + 12345u;\n"
+        "  return x;\n}\n"
+    )
+    report = polyflow.raise_report(source)
+    (loop,) = report.function("lcg").loops
+    assert loop.raised and loop.reductions == ("none",)
+    assert "carries: recurrence" in report.format()
+    (remark,) = [r for r in report.remarks() if r.kind == "loop"]
+    assert remark.message == "for loop raised to affine (carries: recurrence)"

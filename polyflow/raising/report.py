@@ -169,7 +169,7 @@ class RaiseReport:
             for item in fn.items:
                 detail = item.reason or ""
                 if item.raised and item.reductions:
-                    detail = "reductions: " + ", ".join(item.reductions)
+                    detail = "carries: " + ", ".join(_carried(k) for k in item.reductions)
                 rows.append(
                     (fn.name, item.where, item.construct, "yes" if item.raised else "no", detail)
                 )
@@ -203,8 +203,8 @@ class RaiseReport:
                 loop = item.construct in ("for", "while", "parallel")
                 if item.raised:
                     message = f"{item.construct} loop raised to affine"
-                    if any(k != "none" for k in item.reductions):
-                        message += f" (reductions: {', '.join(item.reductions)})"
+                    if item.reductions:
+                        message += f" (carries: {', '.join(_carried(k) for k in item.reductions)})"
                 else:
                     what = f"{item.construct} loop" if loop else item.construct
                     message = f"{what} not raised: {item.reason}"
@@ -242,6 +242,13 @@ class RaiseReport:
     def to_json(self, *, indent: int | None = 2) -> str:
         """The report as JSON text (see `to_dict`)."""
         return json.dumps(self.to_dict(), indent=indent)
+
+
+def _carried(kind: str) -> str:
+    """What a loop-carried value is, for people: a reduction (`add reduction`) or, for `none`,
+    a value each iteration computes from the last (an LCG's state, a running product of a
+    non-associative kind): a recurrence, which keeps the loop sequential."""
+    return "recurrence" if kind == "none" else f"{kind} reduction"
 
 
 def _reduction_summary(fn: FunctionRaise) -> str:

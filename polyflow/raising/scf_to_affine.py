@@ -473,7 +473,11 @@ class _Raiser:
             return "while loop: exit depends on a function call"
         if floats:
             return "while loop: data-dependent exit"
-        return "while loop: not a counted loop"
+        return (
+            "while loop: not a counted loop (polyflow counts loops whose exit compares a "
+            "variable stepped by a constant with a bound the loop does not change; a variable "
+            "step, a break or a second exit make it a while loop, which is not optimized)"
+        )
 
     def _inside(self, op: ir.Operation, ancestor: ir.Operation) -> bool:
         parent = op.parent
