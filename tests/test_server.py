@@ -257,6 +257,29 @@ def test_diagnostics_say_which_function_is_not_compiled_and_why(server: Server) 
     assert "'switch'" in error["message"]
 
 
+def test_random_requests_get_no_server_error(server: Server) -> None:
+    """Random sources (bytes as text, damaged C, TC) with random option values: 200, 4xx."""
+    import random
+
+    rng = random.Random(24)
+    values: list[Any] = [None, -1, 0, 3, 1e9, "x", "", [], {}, True, "\u0000", [1, "a"]]
+    fields = ["opt_level", "march", "tile_sizes", "threads", "fast_math", "functions", "nope"]
+    for _ in range(16):
+        source = "".join(chr(rng.randrange(1, 0x2FF)) for _ in range(rng.randrange(0, 120)))
+        if rng.random() < 0.5:
+            chars = list(SCALE)
+            for _ in range(rng.randrange(1, 5)):
+                chars[rng.randrange(len(chars))] = chr(rng.randrange(32, 127))
+            source = "".join(chars)
+        body: dict[str, Any] = {"language": rng.choice(["c", "tc", "cobol", 3]), "source": source}
+        if rng.random() < 0.6:
+            body["options"] = {rng.choice(fields): rng.choice(values)}
+        if rng.random() < 0.3:
+            body[rng.choice(["entry", "emit", "sizes", "target"])] = rng.choice(values)
+        status, answer = server.compile(body)
+        assert status < 500, (body, answer)
+
+
 def test_tc_compiles_with_sizes(server: Server) -> None:
     status, body = server.compile({"language": "tc", "source": MV_TC, "sizes": {"M": 8, "K": 4}})
     assert status == 200 and body["entry"] == "mv"

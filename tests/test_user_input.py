@@ -200,3 +200,58 @@ def test_a_call_to_a_function_left_to_cc_says_so() -> None:
     )
     with pytest.raises(CompileError, match="cannot compile 'f': calls 'weight', which is left"):
         polyflow.compile_c(source, "f")
+
+
+# ----- random input: nothing a user can type or send ends in a traceback or a 5xx
+
+FLAGS = [
+    "-O0", "-O3", "-O9", "-march=native", "-march=", "--emit=affine", "--emit=bogus",
+    "--tile-sizes", "0,-1", "--tile-sizes", "32,8", "-ffast-math", "-fno-fast-math",
+    "--threads", "0", "--threads", "x", "--functions", "", "-I", "/nonexistent", "-D", "=",
+    "--cc=", "--report", "--report-json", "/nonexistent/dir/r.json", "--min-parallel-trip",
+    "-5", "--isl-max-operations", "1", "-o", "-", "--schedule-preset", "nope", "--no-cache",
+]  # fmt: skip
+
+
+def _random_source(rng: np.random.Generator) -> bytes:
+    kind = rng.integers(4)
+    if kind == 0:
+        return rng.bytes(int(rng.integers(0, 300)))
+    if kind == 1:  # C-like text with random damage
+        text = bytearray(SCALE.encode() + b"int main(void) { return 0; }\n")
+        for _ in range(int(rng.integers(1, 6))):
+            text[int(rng.integers(len(text)))] = int(rng.integers(32, 127))
+        return bytes(text)
+    if kind == 2:
+        return "".join(chr(int(c)) for c in rng.integers(1, 0x2FFF, 80)).encode("utf-8", "replace")
+    return b""
+
+
+def test_random_files_and_flags_never_end_in_a_traceback(tmp_path: Path) -> None:
+    rng = np.random.default_rng(24)
+    for case in range(24):
+        source = tmp_path / f"case{case}.c"
+        source.write_bytes(_random_source(rng))
+        picks = [FLAGS[int(i)] for i in rng.integers(0, len(FLAGS), int(rng.integers(0, 4)))]
+        command = "tc" if case % 6 == 5 else "build"
+        args = [command, str(source), *picks]
+        if command == "build" and "-o" not in picks:
+            args += ["-o", str(tmp_path / f"out{case}")]
+        proc = _cli(*args)
+        assert "Traceback" not in proc.stderr, (args, proc.stderr[-3000:])
+        assert proc.returncode in (0, 1, 2), (args, proc.returncode, proc.stderr[-2000:])
+
+
+def test_random_api_input_raises_only_user_errors() -> None:
+    rng = np.random.default_rng(7)
+    values: list[object] = [None, 3, 2.5, [], {}, b"\xff\xfe", object(), "x" * 10]
+    for case in range(20):
+        source: object = _random_source(rng) if case % 2 else _random_source(rng).decode(
+            "utf-8", "replace"
+        )
+        options = values[case % len(values)] if case % 3 == 0 else None
+        entry = values[(case + 1) % len(values)] if case % 4 == 0 else None
+        try:
+            polyflow.compile_c(source, entry, options=options)  # type: ignore[arg-type]
+        except (CompileError, TypeError, ValueError):
+            pass
