@@ -126,7 +126,8 @@ def emit_c_module(
             skipped[name] = exc
     collect_globals(scope, functions)
     for f in functions.values():
-        bad = [g for g in ana.referenced_names(f.node.body) if g in scope.bad_globals]
+        names = ana.referenced_names(f.node.body) - _shadowing_parameters(f)
+        bad = [g for g in sorted(names) if g in scope.bad_globals]
         if bad and f.name not in skipped:
             g = bad[0]
             skipped[f.name] = Unsupported(
