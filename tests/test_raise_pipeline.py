@@ -451,3 +451,21 @@ def test_the_report_calls_a_carried_value_that_is_no_reduction_a_recurrence() ->
     assert "carries: recurrence" in report.format()
     (remark,) = [r for r in report.remarks() if r.kind == "loop"]
     assert remark.message == "for loop raised to affine (carries: recurrence)"
+
+
+def test_the_report_names_loops_as_the_c_source_does() -> None:
+    source = (
+        "int find(int n, int *a, int v) {\n  int k = -1;\n"
+        "  for (int i = 0; i < n; i++) {\n    if (a[i] == v) { k = i; break; }\n  }\n"
+        "  return k;\n}\n"
+        "int total(int n, int *a) {\n  int i = 0, s = 0;\n"
+        "  do { s += a[i]; i++; } while (i < n && s < 100);\n  return s;\n}\n"
+    )
+    report = polyflow.raise_report(source)
+    (find,) = report.function("find").loops
+    assert (find.construct, find.op, find.raised) == ("for", "scf.while", False)
+    assert find.reason is not None and find.reason.startswith(
+        "a for loop made a while loop by a break"
+    )
+    (total,) = report.function("total").loops
+    assert total.construct == "do" and total.reason.startswith("a do-while loop: ")  # type: ignore[union-attr]

@@ -27,7 +27,7 @@ from polyflow.frontend.c_types import (
     Void,
     usual_arithmetic_conversion,
 )
-from polyflow.ir.names import UNKNOWN_EXTENT_ATTR
+from polyflow.ir.names import C_LOOP_ATTR, UNKNOWN_EXTENT_ATTR
 
 
 class FunctionEmitter(ExpressionEmitter):
@@ -64,7 +64,7 @@ class FunctionEmitter(ExpressionEmitter):
         elif isinstance(node, c_ast.While):
             self.emit_loop(node.cond, node.stmt, None, do_while=False)
         elif isinstance(node, c_ast.DoWhile):
-            self.emit_loop(node.cond, node.stmt, None, do_while=True)
+            self.emit_loop(node.cond, node.stmt, None, do_while=True, kind="do")
         elif isinstance(node, c_ast.Break):
             self.set_flag(self.loop_flags[-1][0], True)
         elif isinstance(node, c_ast.Continue):
@@ -223,13 +223,17 @@ class FunctionEmitter(ExpressionEmitter):
         step: c_ast.Node | None,
         *,
         do_while: bool,
+        kind: str = "while",
     ) -> None:
-        """Any C loop as `scf.while`; break/continue/return become flags the loop respects."""
+        """Any C loop as `scf.while`; break/continue/return become flags the loop respects.
+        `kind`: the C statement ("for", "while", "do"), kept on the op for the reports."""
         brk, cont = self.loop_context(body)
         if brk is not None:
             self.set_flag(brk, False)
         stop_flags = [f for f in (self.ret_flag, brk) if f is not None]
         loop = scf.WhileOp([], [])
+        if kind != "while":
+            loop.operation.attributes[C_LOOP_ATTR] = ir.StringAttr.get(kind)
         before = loop.before.blocks.append()
         after = loop.after.blocks.append()
 
@@ -279,7 +283,7 @@ class FunctionEmitter(ExpressionEmitter):
                 self.emit_decl(d)
         elif node.init is not None:
             self.emit_effect(node.init)
-        self.emit_loop(node.cond, node.stmt, node.next, do_while=False)
+        self.emit_loop(node.cond, node.stmt, node.next, do_while=False, kind="for")
 
     def match_canonical_for(
         self, node: c_ast.For

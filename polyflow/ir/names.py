@@ -35,6 +35,9 @@ SCHEDULE_ATTR = "polyflow.schedule"
 REMARKS_ATTR = "polyflow.remarks"
 
 # ----- on loops
+# The C statement an `scf.while` was made from when it is not a `while` ("for", "do"): the
+# reports name the loop as the source does.
+C_LOOP_ATTR = "polyflow.c_loop"
 # One reduction kind per iter_arg (add mul min max and or xor none), from raise-reductions.
 REDUCTIONS_ATTR = "polyflow.reductions"
 # isl showed the loop carries no dependence of its scop: upstream's analysis cannot see that

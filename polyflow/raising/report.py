@@ -20,7 +20,7 @@ from mlir import ir
 from polyflow.errors import SourcePosition
 from polyflow.ir.functions import raisable_functions, source_names
 from polyflow.ir.locations import source_position, statement_name
-from polyflow.ir.names import NOT_AFFINE_ATTR, REDUCTIONS_ATTR
+from polyflow.ir.names import C_LOOP_ATTR, NOT_AFFINE_ATTR, REDUCTIONS_ATTR
 from polyflow.report import Json, Remark
 
 _LOOPS = {
@@ -29,6 +29,8 @@ _LOOPS = {
     "scf.for": "for",
     "scf.while": "while",
 }
+# What the report calls a loop (the C statement, or `parallel`).
+_LOOP_CONSTRUCTS = ("for", "while", "do", "parallel")
 _UNRAISED = {
     "scf.if": "if",
     "scf.index_switch": "switch",
@@ -41,7 +43,7 @@ _UNRAISED = {
 class RaiseItem:
     """One loop, or one `if` or access left unraised, in a function."""
 
-    construct: str  # for, while, parallel, if, switch, load, store
+    construct: str  # for, while, do, parallel, if, switch, load, store
     op: str  # the MLIR op, e.g. "scf.while"
     raised: bool
     position: SourcePosition | None
@@ -80,7 +82,7 @@ class FunctionRaise:
 
     @property
     def loops(self) -> list[RaiseItem]:
-        return [i for i in self.items if i.construct in ("for", "while", "parallel")]
+        return [i for i in self.items if i.construct in _LOOP_CONSTRUCTS]
 
     @property
     def loops_raised(self) -> int:
@@ -200,7 +202,7 @@ class RaiseReport:
         out: list[Remark] = []
         for fn in self.functions:
             for item in fn.items:
-                loop = item.construct in ("for", "while", "parallel")
+                loop = item.construct in _LOOP_CONSTRUCTS
                 if item.raised:
                     message = f"{item.construct} loop raised to affine"
                     if item.reductions:
@@ -307,14 +309,23 @@ def _function_report(fn: ir.Operation, name: str, enabled: bool) -> FunctionRais
             leftover = True
         if kind in _LOOPS:
             raised = kind.startswith("affine.")
+            construct = _LOOPS[kind]
+            reason = None if raised else (_string(op, NOT_AFFINE_ATTR) or missing)
+            if kind == "scf.while" and C_LOOP_ATTR in op.attributes:
+                construct = ir.StringAttr(op.attributes[C_LOOP_ATTR]).value  # as the C source
+                if reason is not None and reason.startswith("while loop: "):
+                    made = "a do-while loop" if construct == "do" else "a for loop made a while loop"
+                    if construct == "for":
+                        made += " by a break, a second exit or a variable step"
+                    reason = f"{made}: {reason.removeprefix('while loop: ')}"
             items.append(
                 RaiseItem(
-                    construct=_LOOPS[kind],
+                    construct=construct,
                     op=kind,
                     raised=raised,
                     position=source_position(op.location),
                     statement=statement_name(op.location),
-                    reason=None if raised else (_string(op, NOT_AFFINE_ATTR) or missing),
+                    reason=reason,
                     reductions=_reductions(op),
                 )
             )
