@@ -4,19 +4,20 @@ service's `diagnostics` and `report`, later the explorer).
 
 A report is a list of `Remark`s (after LLVM's optimization remarks): each says which stage made
 it, a stable `kind` a program can select on, how loud it is (`warning`: something the user
-asked for did not happen; `note`: a choice worth knowing, e.g. code kept in source order or a
-reordered float reduction; `remark`: a fact, e.g. a loop raised, a band tiled, a loop run in
-parallel), a message for people, the function and the C/TC source position, and `data` (the
+asked for did not happen, or a float reduction reordered under -fassociative-math; `note`: a
+choice worth knowing, e.g. code kept in source order; `remark`: a fact, e.g. a loop raised, a
+band tiled, a loop run in parallel), a message for people, the function and the C/TC source position, and `data` (the
 facts as JSON values: tile sizes, reduction kinds, ...). Beside them: the isl schedule tree of
 each rescheduled function and the time of each step.
 
 The kinds stages emit today (`data` keys in parentheses):
-  frontend  left-to-cc, unknown-function
-  raising   not-raised (function), loop (raised: bool, construct, reason, reductions)
-  schedule  not-scheduled, source-order, untiled, tiled (sizes, second_level),
-            parallel-loop (reductions), float-reduction (reduction), micro-kernel (rows,
-            vectors, lanes), no-openmp-runtime
-  build     openmp-object, internal-error
+  frontend  left-to-cc (reason), not-compiled (the service: reason)
+  raising   not-raised (function), loop (raised: bool, construct, reason, reductions),
+            unraised (an if or access left unraised)
+  schedule  not-scheduled, source-order, untiled, unfused, rescheduled, tiled (sizes,
+            second_level, wavefront, contraction), parallel-loop (reductions),
+            float-reduction (reduction), micro-kernel (rows, vectors, lanes), no-openmp-runtime
+  build     openmp-object, internal-error, unknown-function, macro-redefined
 
 `REPORT_VERSION` changes whenever a field changes meaning or goes away (a new kind or `data`
 key does not change it). No MLIR here: stages turn their IR into remarks themselves.
