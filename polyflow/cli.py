@@ -32,6 +32,17 @@ def _build_parser() -> argparse.ArgumentParser:
         help="run the compile service (HTTP; polyflow serve --help for its flags)",
         add_help=False,
     )
+    sub.add_parser(
+        "config",
+        help="polyflow config --libs: the link flags of polyflow objects for another linker",
+        add_help=False,
+    )
+    sub.add_parser(
+        "cc",
+        help="a C compiler with gcc's command line (-c, -o, several sources, objects, "
+        "-I -D -L -l ...; also the polyflow-cc command, for CC=polyflow-cc)",
+        add_help=False,
+    )
     build = sub.add_parser(
         "build", help="compile a C file into an executable (or an intermediate stage)"
     )
@@ -269,6 +280,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "serve":
         return _serve(argv[1:])
+    if argv and argv[0] == "cc":
+        return cc_main(argv[1:])
+    if argv and argv[0] == "config":
+        return _config(argv[1:])
+    if argv in (["--version"], ["-V"]):
+        from polyflow.version import __version__
+
+        print(f"polyflow {__version__}")
+        return 0
     args = parse_args(argv)
     try:
         if args.command == "tc":
@@ -294,6 +314,34 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 3
+
+
+def _config(argv: list[str]) -> int:
+    """`polyflow config --libs`: what a link of polyflow objects by another compiler needs (the
+    OpenMP runtime, linked in statically, as `polyflow cc` links it; `--shared-libs`: as a
+    shared library), pkg-config style."""
+    from polyflow.drivers.objects import openmp_link_flags
+
+    if argv not in (["--libs"], ["--shared-libs"]):
+        print("usage: polyflow config --libs | --shared-libs", file=sys.stderr)
+        return 2
+    print(" ".join(openmp_link_flags("<config>", static=argv == ["--libs"])))
+    return 0
+
+
+def cc_main(argv: list[str] | None = None) -> int:
+    """`polyflow cc` and the `polyflow-cc` console script: gcc's command line (drivers/cc.py)."""
+    from polyflow.drivers.cc import parse_cc_args, run_cc
+
+    argv = sys.argv[1:] if argv is None else argv
+    cmd = parse_cc_args(argv)
+    try:
+        # polyflow's options from their gcc spellings and its own flags; a unit name is needed
+        options = options_from_args(parse_args(["build", "<unit>", *cmd.polyflow_args]))
+        return run_cc(cmd, argv, options)
+    except CompileError as exc:
+        print(exc.format(), file=sys.stderr)
+        return 1
 
 
 def _one_line(exc: BaseException) -> str:

@@ -6,7 +6,7 @@ import dataclasses
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -123,9 +123,14 @@ def build_program(
     emit: EmitStage = "exe",
     raise_report: bool = False,
     cache: CompileCache | Literal["default"] | None = "default",
+    link: bool = True,
+    link_flags: Sequence[str] = (),
 ) -> BuildReport:
     """Build `source` into `output` (an executable, or the stage named by `emit`); with
     `raise_report`, also report what raising made of each function (`BuildReport.raising`).
+    `emit="exe"` with `link=False` writes the unit's ordinary object instead (`cc -c`): every
+    function under its own name, the compiled ones forwarding to their MLIR code, joined into
+    one relocatable object; `link_flags` go to the link of an executable (`-L`, `-l`, `-Wl,`).
     The object of the compiled functions (`exe`, `obj`) comes from `cache` when it holds one for
     the same frontend MLIR (with locations), options and compiler (default: the shared cache,
     off with `POLYFLOW_CACHE=off`; None: no cache); `--report` builds always compile.
@@ -236,9 +241,13 @@ def build_program(
         if objects and kernels is not None and kernels.openmp:
             report.parallel = True
             report.parallel_functions = kernels.parallel_functions
+        if not link:  # one relocatable object, as cc -c writes it
+            _run_cc([options.cc, "-r", "-o", str(output), str(rest), *objects], "joining", filename)
+            report.timings["cc+link"] = time.perf_counter() - start
+            return report
         runtime = openmp_link_flags(filename) if report.parallel else []
         _run_cc(
-            [options.cc, "-o", str(output), str(rest), *objects, "-lm", *runtime],
+            [options.cc, "-o", str(output), str(rest), *objects, *link_flags, "-lm", *runtime],
             "linking",
             filename,
         )

@@ -1,0 +1,201 @@
+"""`polyflow cc` / `polyflow-cc`: a C compiler driver with gcc's command line, for builds that
+set `CC=polyflow-cc`.
+
+Each C source is compiled as `polyflow build` compiles a file (the functions polyflow can
+compile through MLIR, the rest by cc), into an ordinary object: every function under its own
+name, joined into one relocatable object (`build_program(..., link=False)`), so that `ar`,
+`gcc a.o b.o` and shared libraries work. Without `-c`, the objects (and the `.o`/`.a` inputs)
+are linked by cc, with the OpenMP runtime linked in when a unit has parallel loops. What only
+gcc understands (`-E`, `-M`, `-S`, unknown flags) goes to cc: a command polyflow cannot run
+itself is cc's, so a build that gcc accepts never fails because of polyflow.
+
+Options that change the code polyflow generates keep gcc's spelling (`-O3`, `-march=`,
+`-ffast-math`, `-fassociative-math`, `-I`, `-D`); polyflow's own (`--no-schedule`,
+`--tile-sizes`, ...) may also come from the environment variable `POLYFLOW_FLAGS`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from polyflow.drivers.build import build_program
+from polyflow.drivers.objects import openmp_link_flags
+from polyflow.errors import CompileError
+from polyflow.options import Options
+from polyflow.toolchain import openmp_library_dir
+
+# Flags that only the link reads.
+_LINK_PREFIXES = ("-L", "-l", "-Wl,")
+# Flags of the preprocessor and the code generator that polyflow reads as gcc does.
+_OPTION_FLAGS = ("-O", "-march=", "-mtune=", "-I", "-D")
+# Modes polyflow leaves to cc whole: preprocessing, dependency lists, assembly, version queries.
+_CC_ONLY = ("-E", "-M", "-MM", "-S", "-v", "--version", "-dumpversion", "-dumpmachine")
+# Dependency files written while compiling (make's -MD): cc writes them from the source.
+_DEPENDENCY_FLAGS = ("-MD", "-MMD", "-MP", "-MG")
+_DEPENDENCY_OPTIONS = ("-MF", "-MT", "-MQ")
+
+
+@dataclass
+class CcCommand:
+    """A gcc command line, sorted into what polyflow does with it."""
+
+    sources: list[str] = field(default_factory=list)  # C files
+    inputs: list[str] = field(default_factory=list)  # objects, archives, libraries: to the link
+    output: str | None = None
+    compile_only: bool = False  # -c
+    shared: bool = False  # -shared
+    polyflow_args: list[str] = field(default_factory=list)  # for polyflow's option parser
+    cc_flags: list[str] = field(default_factory=list)  # for every cc run on a unit
+    link_flags: list[str] = field(default_factory=list)  # for the link only
+    cc_only: bool = False  # a mode polyflow leaves to cc (see _CC_ONLY)
+    # -MD/-MMD and their -MF/-MT/-MQ/-MP: a dependency file written beside the compile
+    dependency_flags: list[str] = field(default_factory=list)
+
+
+def parse_cc_args(argv: list[str]) -> CcCommand:
+    """Sort gcc's command line `argv` (after `polyflow cc`) into a CcCommand."""
+    cmd = CcCommand()
+    args = [*shlex.split(os.environ.get("POLYFLOW_FLAGS", "")), *argv]
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        value = args[i + 1] if i + 1 < len(args) else None
+        if arg == "-o" and value is not None:
+            cmd.output = value
+            i += 2
+            continue
+        if arg in ("-I", "-D", "-U", "-L", "-l", "-include", "-MF", "-MT", "-x") and value:
+            arg, i = arg + ("" if arg in ("-I", "-D", "-U", "-L", "-l") else " ") + value, i + 1
+            if " " in arg:  # -include FILE, -MF FILE, ...: two words for cc
+                name, _, rest = arg.partition(" ")
+                if name in _DEPENDENCY_OPTIONS:
+                    cmd.dependency_flags += [name, rest]
+                else:
+                    cmd.cc_flags += [name, rest]
+                cmd.cc_only = cmd.cc_only or name == "-x"
+                i += 1
+                continue
+        i += 1
+        if arg == "-c":
+            cmd.compile_only = True
+        elif arg == "-shared":
+            cmd.shared = True
+            cmd.link_flags.append(arg)
+        elif arg in _DEPENDENCY_FLAGS:
+            cmd.dependency_flags.append(arg)
+        elif arg in _CC_ONLY or arg.startswith(("-M", "-x")):
+            cmd.cc_only = True
+            cmd.cc_flags.append(arg)
+        elif arg.startswith("--"):  # polyflow's own options
+            cmd.polyflow_args.append(arg)
+        elif arg in ("-ffast-math", "-fno-fast-math", "-fassociative-math") or arg.startswith(
+            _OPTION_FLAGS
+        ):
+            cmd.polyflow_args.append(arg)
+            if arg.startswith(("-I", "-D")):
+                continue  # polyflow hands them to cc itself (include_dirs, defines)
+            cmd.cc_flags.append(arg)
+        elif arg.startswith(_LINK_PREFIXES):
+            cmd.link_flags.append(arg)
+        elif arg.endswith(".c") and not arg.startswith("-"):
+            cmd.sources.append(arg)
+        elif not arg.startswith("-"):
+            cmd.inputs.append(arg)
+        else:  # a flag only gcc knows: every cc run gets it
+            cmd.cc_flags.append(arg)
+    return cmd
+
+
+def leave_to_cc(cmd: CcCommand, options: Options) -> bool:
+    """Whether the whole command is cc's: a mode polyflow does not do itself, nothing to
+    compile or link, or -O0 (no optimization asked: cc alone is the fastest build; a link
+    still gets the OpenMP runtime, for objects polyflow compiled before)."""
+    return cmd.cc_only or not (cmd.sources or cmd.inputs) or options.opt_level == 0
+
+
+def run_cc(cmd: CcCommand, argv: list[str], options: Options) -> int:
+    """Run `polyflow cc ARGV`, sorted into `cmd`, compiling with `options` (the CLI makes them
+    from `cmd.polyflow_args`); the exit status."""
+    if leave_to_cc(cmd, options):
+        linking = not (cmd.cc_only or cmd.compile_only) and (cmd.sources or cmd.inputs)
+        extra = _runtime(cmd) if linking else []
+        return subprocess.run([options.cc, *argv, *extra]).returncode  # cc's messages
+    options = options.model_copy(update={"cflags": (*options.cflags, *cmd.cc_flags)})
+    if cmd.compile_only:
+        if cmd.output is not None and len(cmd.sources) > 1:
+            print("polyflow cc: error: -o with -c names one output, not several", file=sys.stderr)
+            return 1
+        for source in cmd.sources:
+            output = cmd.output or Path(source).with_suffix(".o").name
+            _compile_unit(source, output, options)
+            if cmd.dependency_flags:
+                _write_dependencies(cmd, source, output, options)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="polyflow-cc-") as tmp:
+        objects = []
+        for k, source in enumerate(cmd.sources):
+            obj = Path(tmp) / f"{k}-{Path(source).stem}.o"
+            _compile_unit(source, str(obj), options)
+            objects.append(str(obj))
+        runtime = _runtime(cmd)
+        link = [
+            options.cc,
+            *cmd.cc_flags,
+            "-o",
+            cmd.output or "a.out",
+            *objects,
+            *cmd.inputs,
+            *cmd.link_flags,
+            "-lm",
+            *runtime,
+        ]
+        done = subprocess.run(link, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.stderr.write(done.stderr)
+        return done.returncode
+
+
+def _runtime(cmd: CcCommand) -> list[str]:
+    """The OpenMP runtime for the link: any object or archive given may hold polyflow's
+    parallel loops. Its archive is linked in (the linker takes only what is used, nothing when
+    nothing is); a shared library links libiomp5 only if it uses it (`--as-needed`)."""
+    if openmp_library_dir() is None:
+        return []
+    flags = openmp_link_flags("<link>", static=not cmd.shared)
+    return ["-Wl,--as-needed", *flags, "-Wl,--no-as-needed"] if cmd.shared else flags
+
+
+def _write_dependencies(cmd: CcCommand, source: str, output: str, options: Options) -> None:
+    """The dependency file of -MD/-MMD, as cc writes it for `cc -c source -o output`: cc
+    preprocesses the source once more to write it."""
+    flags = list(cmd.dependency_flags)
+    if "-MF" not in flags:
+        flags += ["-MF", str(Path(output).with_suffix(".d"))]
+    if "-MT" not in flags and "-MQ" not in flags:
+        flags += ["-MT", output]
+    include = [f"-I{d}" for d in options.include_dirs] + [f"-D{d}" for d in options.defines]
+    done = subprocess.run(
+        [options.cc, *cmd.cc_flags, *include, *flags, "-E", source, "-o", os.devnull],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise CompileError(f"writing the dependency file failed:\n{done.stderr}", file=source)
+
+
+def _compile_unit(source: str, output: str, options: Options) -> bool:
+    """Compile one C unit into an ordinary object; whether it has parallel loops. Warnings go to
+    stderr as gcc's do."""
+    report = build_program(source, output, options=options, link=False)
+    for warning in report.warnings:
+        print(warning, file=sys.stderr)
+    return report.parallel
+
+
+__all__ = ["CcCommand", "leave_to_cc", "parse_cc_args", "run_cc"]

@@ -1,0 +1,144 @@
+"""`polyflow cc` / `polyflow-cc`, a drop-in C compiler: a project of several units, a header
+and a static library built with gcc's command line and with make, each program checked
+against its gcc -O2 build."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from polyflow.drivers.cc import parse_cc_args
+
+KERN_H = """void scale(int n, double *a, double s);
+double dot(int n, const double *a, const double *b);
+"""
+KERN_C = """#include "kern.h"
+void scale(int n, double *a, double s) {
+  for (int i = 0; i < n; i++) a[i] *= s;
+}
+double dot(int n, const double *a, const double *b) {
+  double t = 0;
+  for (int i = 0; i < n; i++) t += a[i] * b[i];
+  return t;
+}
+"""
+MAIN_C = """#include <stdio.h>
+#include "kern.h"
+static double a[100000], b[100000];
+int main(void) {
+  for (int i = 0; i < 100000; i++) { a[i] = i % 7; b[i] = (i % 3) * 0.5; }
+  scale(100000, a, 2.0);
+  printf("%.3f\\n", dot(100000, a, b));
+  return 0;
+}
+"""
+MAKEFILE = """CC = {cc}
+CFLAGS = -O3 -MD
+prog: main.o libkern.a
+\t$(CC) -o $@ main.o -L. -lkern
+libkern.a: kern.o
+\tar rcs $@ $^
+-include main.d kern.d
+"""
+
+
+def _cc() -> list[str]:
+    return [sys.executable, "-m", "polyflow", "cc"]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    for name, text in (("kern.h", KERN_H), ("kern.c", KERN_C), ("main.c", MAIN_C)):
+        (tmp_path / name).write_text(text)
+    subprocess.run(["gcc", "-O2", "main.c", "kern.c", "-o", "ref"], cwd=tmp_path, check=True)
+    return tmp_path
+
+
+def _run(exe: Path) -> str:
+    # an empty environment: the program needs nothing of this checkout at run time
+    env = {"OMP_NUM_THREADS": "2"}
+    return subprocess.run([str(exe)], capture_output=True, text=True, env=env, check=True).stdout
+
+
+def test_objects_are_ordinary_objects(project: Path) -> None:
+    subprocess.run([*_cc(), "-O3", "-c", "kern.c", "-o", "kern.o"], cwd=project, check=True)
+    symbols = subprocess.run(["nm", "kern.o"], cwd=project, capture_output=True, text=True).stdout
+    assert " T scale\n" in symbols and " T dot\n" in symbols  # under their own names
+    libs = subprocess.run(
+        [sys.executable, "-m", "polyflow", "config", "--libs"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    subprocess.run(["gcc", "main.c", "kern.o", "-o", "mixed", *libs], cwd=project, check=True)
+    assert _run(project / "mixed") == _run(project / "ref")
+
+
+def test_several_sources_and_a_static_library(project: Path) -> None:
+    subprocess.run([*_cc(), "-O3", "main.c", "kern.c", "-o", "prog"], cwd=project, check=True)
+    assert _run(project / "prog") == _run(project / "ref")
+    subprocess.run([*_cc(), "-O3", "-c", "main.c", "kern.c"], cwd=project, check=True)
+    subprocess.run(["ar", "rcs", "libkern.a", "kern.o"], cwd=project, check=True)
+    subprocess.run([*_cc(), "main.o", "-L.", "-lkern", "-o", "fromlib"], cwd=project, check=True)
+    assert _run(project / "fromlib") == _run(project / "ref")
+
+
+def test_a_shared_library_loads_from_python(project: Path) -> None:
+    import ctypes
+
+    subprocess.run(
+        [*_cc(), "-O3", "-fPIC", "-shared", "kern.c", "-o", "libkern.so"], cwd=project, check=True
+    )
+    lib = ctypes.CDLL(str(project / "libkern.so"))
+    lib.dot.restype = ctypes.c_double
+    values = (ctypes.c_double * 4)(1, 2, 3, 4)
+    assert lib.dot(4, values, values) == 30.0
+
+
+def test_make_builds_and_rebuilds_on_a_header_change(project: Path) -> None:
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    cc = " ".join(_cc())
+    (project / "Makefile").write_text(MAKEFILE.format(cc=cc))
+    subprocess.run(["make", "-s"], cwd=project, check=True, capture_output=True)
+    assert _run(project / "prog") == _run(project / "ref")
+    assert "kern.h" in (project / "kern.d").read_text()  # -MD wrote the dependencies
+    os.utime(project / "kern.h", (2e9, 2e9))  # a header newer than every object
+    again = subprocess.run(
+        ["make", "-n"], cwd=project, check=True, capture_output=True, text=True
+    ).stdout
+    assert "kern.c" in again and "main.c" in again  # both units include it
+
+
+def test_modes_polyflow_leaves_to_cc(project: Path) -> None:
+    pre = subprocess.run(
+        [*_cc(), "-E", "kern.c"], cwd=project, capture_output=True, text=True, check=True
+    )
+    assert "void scale(int n, double *a, double s)" in pre.stdout
+    subprocess.run([*_cc(), "-O0", "-c", "kern.c", "-o", "plain.o"], cwd=project, check=True)
+    symbols = subprocess.run(["nm", "plain.o"], cwd=project, capture_output=True, text=True).stdout
+    assert "__polyflow_" not in symbols  # -O0: cc alone
+    version = subprocess.run(
+        [sys.executable, "-m", "polyflow", "--version"], capture_output=True, text=True
+    )
+    assert version.returncode == 0 and version.stdout.startswith("polyflow ")
+
+
+def test_the_command_line_is_sorted_as_gcc_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POLYFLOW_FLAGS", "--no-schedule")
+    cmd = parse_cc_args(
+        ["-O3", "-c", "a.c", "-o", "a.o", "-I", "inc", "-DX=1", "-Wall", "-MD", "-MF", "a.d",
+         "-lm", "-Wl,-O1", "-march=native", "-ffast-math", "b.o"]
+    )  # fmt: skip
+    assert cmd.sources == ["a.c"] and cmd.inputs == ["b.o"] and cmd.output == "a.o"
+    assert cmd.compile_only and not cmd.cc_only
+    assert cmd.polyflow_args == ["--no-schedule", "-O3", "-Iinc", "-DX=1", "-march=native",
+                                 "-ffast-math"]  # fmt: skip
+    assert cmd.cc_flags == ["-O3", "-Wall", "-march=native", "-ffast-math"]
+    assert cmd.link_flags == ["-lm", "-Wl,-O1"]
+    assert cmd.dependency_flags == ["-MD", "-MF", "a.d"]
