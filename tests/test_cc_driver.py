@@ -142,3 +142,40 @@ def test_the_command_line_is_sorted_as_gcc_reads_it(monkeypatch: pytest.MonkeyPa
     assert cmd.cc_flags == ["-O3", "-Wall", "-march=native", "-ffast-math"]
     assert cmd.link_flags == ["-lm", "-Wl,-O1"]
     assert cmd.dependency_flags == ["-MD", "-MF", "a.d"]
+
+
+def test_flags_that_change_what_c_means_leave_the_unit_to_cc(project: Path) -> None:
+    built = subprocess.run(
+        [*_cc(), "-O3", "-fwrapv", "-c", "kern.c", "-o", "wrapv.o"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "-fwrapv may change what the C means" in built.stderr
+    symbols = subprocess.run(["nm", "wrapv.o"], cwd=project, capture_output=True, text=True).stdout
+    assert " T scale" in symbols and "__polyflow_" not in symbols
+    iso = parse_cc_args(["-O3", "-std=c99", "-c", "kern.c"])
+    assert "-ffp-contract=off" in iso.polyflow_args and "-std=c99" in iso.cc_flags
+    assert not parse_cc_args(["-O3", "-fPIC", "-c", "kern.c"]).meaning_flags
+
+
+def test_a_unit_polyflow_cannot_parse_is_cc_s(project: Path) -> None:
+    # GNU C polyflow's parser does not read (__typeof__); gcc builds it
+    (project / "gnu.c").write_text(
+        "int twice(int x) { __typeof__(x) y = x; return y * 2; }\n"
+        "void scale(int n, double *a) { for (int i = 0; i < n; i++) a[i] *= twice(1); }\n"
+    )
+    built = subprocess.run(
+        [*_cc(), "-O3", "-c", "gnu.c", "-o", "gnu.o"], cwd=project, capture_output=True, text=True
+    )
+    assert built.returncode == 0, built.stderr
+    assert "polyflow cannot compile this unit" in built.stderr
+    symbols = subprocess.run(["nm", "gnu.o"], cwd=project, capture_output=True, text=True).stdout
+    assert " T twice" in symbols and " T scale" in symbols
+    # C that cc rejects too: cc's error, exit 1
+    (project / "bad.c").write_text("int f(void) { return 1 +; }\n")
+    bad = subprocess.run(
+        [*_cc(), "-O3", "-c", "bad.c"], cwd=project, capture_output=True, text=True
+    )
+    assert bad.returncode == 1 and "error" in bad.stderr and "Traceback" not in bad.stderr

@@ -30,12 +30,26 @@ from polyflow.errors import CompileError
 from polyflow.options import Options
 from polyflow.toolchain import openmp_library_dir
 
+# gcc's floating-point contract flags, which polyflow reads (the trust issue's contract).
+_CONTRACT_FLAGS = ("-ffast-math", "-fno-fast-math", "-fassociative-math", "-fno-associative-math")
 # Flags that only the link reads.
 _LINK_PREFIXES = ("-L", "-l", "-Wl,")
 # Flags of the preprocessor and the code generator that polyflow reads as gcc does.
 _OPTION_FLAGS = ("-O", "-march=", "-mtune=", "-I", "-D")
 # Modes polyflow leaves to cc whole: preprocessing, dependency lists, assembly, version queries.
 _CC_ONLY = ("-E", "-M", "-MM", "-S", "-v", "--version", "-dumpversion", "-dumpmachine")
+# -f flags that change nothing polyflow's code means (code placement, diagnostics, hardening);
+# any other -f flag (-fwrapv, -funsigned-char, -fno-strict-aliasing, -fsanitize=, -fopenmp, ...)
+# may change what C means, or asks for something polyflow does not do: the command is cc's.
+_NEUTRAL_F_FLAGS = (
+    "-fPIC", "-fpic", "-fPIE", "-fpie", "-fno-pic", "-fno-pie", "-fno-plt", "-fno-common",
+    "-fcommon", "-fomit-frame-pointer", "-fno-omit-frame-pointer", "-ffunction-sections",
+    "-fdata-sections", "-fstack-protector", "-fno-stack-protector", "-fstack-clash-protection",
+    "-fcf-protection", "-fdiagnostics-", "-fmessage-length=", "-fvisibility=", "-fno-ident",
+    "-fasynchronous-unwind-tables", "-fno-asynchronous-unwind-tables", "-fexceptions",
+    "-fno-exceptions", "-fmax-errors=", "-fno-builtin-", "-fdebug-prefix-map=",
+    "-ffile-prefix-map=", "-fmacro-prefix-map=", "-fno-semantic-interposition",
+)  # fmt: skip
 # Dependency files written while compiling (make's -MD): cc writes them from the source.
 _DEPENDENCY_FLAGS = ("-MD", "-MMD", "-MP", "-MG")
 _DEPENDENCY_OPTIONS = ("-MF", "-MT", "-MQ")
@@ -54,6 +68,8 @@ class CcCommand:
     cc_flags: list[str] = field(default_factory=list)  # for every cc run on a unit
     link_flags: list[str] = field(default_factory=list)  # for the link only
     cc_only: bool = False  # a mode polyflow leaves to cc (see _CC_ONLY)
+    # -f flags that may change what C means: the command is then cc's (see _NEUTRAL_F_FLAGS)
+    meaning_flags: list[str] = field(default_factory=list)
     # -MD/-MMD and their -MF/-MT/-MQ/-MP: a dependency file written beside the compile
     dependency_flags: list[str] = field(default_factory=list)
 
@@ -94,7 +110,7 @@ def parse_cc_args(argv: list[str]) -> CcCommand:
             cmd.cc_flags.append(arg)
         elif arg.startswith("--"):  # polyflow's own options
             cmd.polyflow_args.append(arg)
-        elif arg in ("-ffast-math", "-fno-fast-math", "-fassociative-math") or arg.startswith(
+        elif arg in _CONTRACT_FLAGS or arg.startswith(
             _OPTION_FLAGS
         ):
             cmd.polyflow_args.append(arg)
@@ -107,6 +123,16 @@ def parse_cc_args(argv: list[str]) -> CcCommand:
             cmd.sources.append(arg)
         elif not arg.startswith("-"):
             cmd.inputs.append(arg)
+        elif arg.startswith("-ffp-contract="):
+            cmd.polyflow_args.append(arg)
+            cmd.cc_flags.append(arg)
+        elif arg.startswith("-std="):
+            cmd.cc_flags.append(arg)
+            if not arg.startswith("-std=gnu"):  # ISO C modes: no fused multiply-add
+                cmd.polyflow_args.append("-ffp-contract=off")
+        elif arg.startswith("-f") and not arg.startswith(_NEUTRAL_F_FLAGS):
+            cmd.cc_flags.append(arg)
+            cmd.meaning_flags.append(arg)
         else:  # a flag only gcc knows: every cc run gets it
             cmd.cc_flags.append(arg)
     return cmd
@@ -114,14 +140,26 @@ def parse_cc_args(argv: list[str]) -> CcCommand:
 
 def leave_to_cc(cmd: CcCommand, options: Options) -> bool:
     """Whether the whole command is cc's: a mode polyflow does not do itself, nothing to
-    compile or link, or -O0 (no optimization asked: cc alone is the fastest build; a link
-    still gets the OpenMP runtime, for objects polyflow compiled before)."""
-    return cmd.cc_only or not (cmd.sources or cmd.inputs) or options.opt_level == 0
+    compile or link, a flag that may change what the C means (-fwrapv, -funsigned-char,
+    -fsanitize=, ...), or -O0 (no optimization asked: cc alone is the fastest build). A link
+    still gets the OpenMP runtime, for objects polyflow compiled before."""
+    return (
+        cmd.cc_only
+        or bool(cmd.meaning_flags)
+        or not (cmd.sources or cmd.inputs)
+        or options.opt_level == 0
+    )
 
 
 def run_cc(cmd: CcCommand, argv: list[str], options: Options) -> int:
     """Run `polyflow cc ARGV`, sorted into `cmd`, compiling with `options` (the CLI makes them
     from `cmd.polyflow_args`); the exit status."""
+    if cmd.meaning_flags and cmd.sources:
+        print(
+            f"polyflow cc: note: {cmd.meaning_flags[0]} may change what the C means: "
+            "the C compiler builds this command alone",
+            file=sys.stderr,
+        )
     if leave_to_cc(cmd, options):
         linking = not (cmd.cc_only or cmd.compile_only) and (cmd.sources or cmd.inputs)
         extra = _runtime(cmd) if linking else []
@@ -191,8 +229,28 @@ def _write_dependencies(cmd: CcCommand, source: str, output: str, options: Optio
 
 def _compile_unit(source: str, output: str, options: Options) -> bool:
     """Compile one C unit into an ordinary object; whether it has parallel loops. Warnings go to
-    stderr as gcc's do."""
-    report = build_program(source, output, options=options, link=False)
+    stderr as gcc's do. A unit polyflow cannot compile (C it cannot parse, or a failure of its
+    own) is compiled by cc alone, with one warning: a build cc accepts never fails because of
+    polyflow; when cc rejects the unit too, the error is cc's."""
+    try:
+        report = build_program(source, output, options=options, link=False)
+    except Exception as exc:  # CompileError included: cc decides whether the C is bad
+        include = [f"-I{d}" for d in options.include_dirs] + [f"-D{d}" for d in options.defines]
+        done = subprocess.run(
+            [options.cc, *options.cflags, *include, "-c", source, "-o", output],
+            capture_output=True,
+            text=True,
+        )
+        sys.stderr.write(done.stderr)
+        if done.returncode != 0:
+            raise CompileError(f"{source}: the C compiler rejects it", file=source) from exc
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(
+            f"{source}: warning: polyflow cannot compile this unit ({first}); the C compiler "
+            "compiled it alone",
+            file=sys.stderr,
+        )
+        return False
     for warning in report.warnings:
         print(warning, file=sys.stderr)
     return report.parallel
