@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -156,6 +157,97 @@ def _finish_check(
     ]
 
 
+# Constants of the standard headers that loop nests use, by header. The parse reads pycparser's
+# fake headers, which define none of them: their values come from the real headers (`cc -dM
+# -E`), as plain C expressions, in headers of the same names that include the fake ones
+# (`#include_next`), so a constant exists exactly where the source includes its header and the
+# compiled code sees the value cc's does.
+HEADER_CONSTANTS = {
+    "float.h": ("DBL_MAX", "DBL_MIN", "DBL_EPSILON", "FLT_MAX", "FLT_MIN", "FLT_EPSILON"),
+    "limits.h": (
+        "CHAR_BIT", "SCHAR_MIN", "SCHAR_MAX", "UCHAR_MAX", "CHAR_MIN", "CHAR_MAX", "SHRT_MIN",
+        "SHRT_MAX", "USHRT_MAX", "INT_MIN", "INT_MAX", "UINT_MAX", "LONG_MIN", "LONG_MAX",
+        "ULONG_MAX", "LLONG_MIN", "LLONG_MAX", "ULLONG_MAX",
+    ),
+    "stdint.h": (
+        "SIZE_MAX", "INT8_MIN", "INT8_MAX", "UINT8_MAX", "INT16_MIN", "INT16_MAX", "UINT16_MAX",
+        "INT32_MIN", "INT32_MAX", "UINT32_MAX", "INT64_MIN", "INT64_MAX", "UINT64_MAX",
+    ),
+    "math.h": (
+        "M_E", "M_LOG2E", "M_LOG10E", "M_LN2", "M_LN10", "M_PI", "M_PI_2", "M_PI_4", "M_1_PI",
+        "M_2_PI", "M_2_SQRTPI", "M_SQRT2", "M_SQRT1_2", "INFINITY", "HUGE_VAL", "HUGE_VALF",
+    ),
+}  # fmt: skip
+_HEADERS = "".join(f"#include <{header}>\n" for header in HEADER_CONSTANTS)
+# gcc's built-in infinities, as literals that overflow to them
+_BUILTINS = {
+    "__builtin_inff ()": "(1e39f)",
+    "__builtin_inff()": "(1e39f)",
+    "__builtin_huge_valf ()": "(1e39f)",
+    "__builtin_huge_valf()": "(1e39f)",
+    "__builtin_huge_val ()": "(1e309)",
+    "__builtin_huge_val()": "(1e309)",
+}
+# What a resolved value may hold: numbers (with C's suffixes), casts to arithmetic types,
+# operators and parentheses.
+_PLAIN_VALUE = re.compile(
+    r"^[\s()+\-*/~0-9a-fA-FxXuUlL.e]*"
+    r"(?:\((?:double|float|int|long|unsigned|short|char|signed| )+\)[\s()+\-*/~0-9a-fA-FxXuUlL.e]*)*$"
+)
+
+
+@functools.cache
+def header_constants(cc: str) -> str:
+    """A directory of float.h, limits.h, stdint.h and math.h that include pycparser's fake ones
+    and define each of HEADER_CONSTANTS the real headers (`cc`'s) give a plain value."""
+    directory = Path(tempfile.mkdtemp(prefix="polyflow-headers-"))
+    macros: dict[str, str] = {}
+    try:
+        done = subprocess.run(
+            [cc, "-dM", "-E", "-x", "c", "-"],
+            input=_HEADERS,
+            capture_output=True,
+            text=True,
+            env=_C_LOCALE,
+            timeout=60,
+        )
+        for line in done.stdout.splitlines():
+            parts = line.split(None, 2)
+            if len(parts) == 3 and parts[0] == "#define" and "(" not in parts[1]:
+                macros[parts[1]] = parts[2]
+    except (OSError, subprocess.TimeoutExpired):
+        pass  # no constants: functions that use them are left to cc, as before
+    for header, names in HEADER_CONSTANTS.items():
+        lines = [f"#include_next <{header}>"]
+        for name in names:
+            value = _resolve(macros.get(name), macros)
+            if value is not None:
+                lines.append(f"#ifndef {name}\n#define {name} {value}\n#endif")
+        (directory / header).write_text("\n".join(lines) + "\n")
+    return str(directory)
+
+
+def _resolve(value: str | None, macros: dict[str, str], depth: int = 0) -> str | None:
+    """`value` with its macros expanded, as a plain C expression (see _PLAIN_VALUE), or None."""
+    if value is None or depth > 8:
+        return None
+    for builtin, literal in _BUILTINS.items():
+        value = value.replace(builtin, literal)
+    names = set(re.findall(r"\b[A-Za-z_]\w*\b", value)) - _TYPE_WORDS
+    names = {n for n in names if not re.fullmatch(r"[0-9a-fA-FxXuUlL]+|e", n)}
+    for name in names:
+        inner = _resolve(macros.get(name), macros, depth + 1)
+        if inner is None:
+            return None
+        value = re.sub(rf"\b{name}\b", f"({inner})", value)
+    # a long double literal (1.79e+308L): polyflow has no long double; the cast makes it double
+    value = re.sub(r"(\d[\d.]*[eE][+-]?\d+|\d+\.\d*)L\b", r"\1", value)
+    return value if _PLAIN_VALUE.match(value) else None
+
+
+_TYPE_WORDS = {"double", "float", "int", "long", "unsigned", "short", "char", "signed"}
+
+
 def _preprocess_and_parse(
     source: str,
     filename: str,
@@ -168,6 +260,7 @@ def _preprocess_and_parse(
         "-E",
         "-std=gnu11",
         "-nostdinc",
+        f"-I{header_constants(options.cc)}",
         f"-I{pycparser_fake_libc.directory}",
         "-D__attribute__(x)=",
         "-D__extension__=",
