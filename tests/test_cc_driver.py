@@ -179,3 +179,13 @@ def test_a_unit_polyflow_cannot_parse_is_cc_s(project: Path) -> None:
         [*_cc(), "-O3", "-c", "bad.c"], cwd=project, capture_output=True, text=True
     )
     assert bad.returncode == 1 and "error" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_forced_include_leaves_the_command_to_cc() -> None:
+    # a header polyflow's parse would not see could change what the compiled functions mean
+    assert parse_cc_args(["-O3", "-include", "config.h", "-c", "a.c"]).cc_only
+    assert parse_cc_args(["-O3", "-MD", "-MQ", "a.o", "-c", "a.c"]).dependency_flags == [
+        "-MD",
+        "-MQ",
+        "a.o",
+    ]

@@ -86,7 +86,7 @@ def parse_cc_args(argv: list[str]) -> CcCommand:
             cmd.output = value
             i += 2
             continue
-        if arg in ("-I", "-D", "-U", "-L", "-l", "-include", "-MF", "-MT", "-x") and value:
+        if arg in ("-I", "-D", "-U", "-L", "-l", "-include", "-MF", "-MT", "-MQ", "-x") and value:
             arg, i = arg + ("" if arg in ("-I", "-D", "-U", "-L", "-l") else " ") + value, i + 1
             if " " in arg:  # -include FILE, -MF FILE, ...: two words for cc
                 name, _, rest = arg.partition(" ")
@@ -94,7 +94,9 @@ def parse_cc_args(argv: list[str]) -> CcCommand:
                     cmd.dependency_flags += [name, rest]
                 else:
                     cmd.cc_flags += [name, rest]
-                cmd.cc_only = cmd.cc_only or name == "-x"
+                # -x (another language) and -include (a header polyflow's parse would not
+                # see: its macros could change what the compiled functions mean) are cc's
+                cmd.cc_only = cmd.cc_only or name in ("-x", "-include")
                 i += 1
                 continue
         i += 1
@@ -110,9 +112,7 @@ def parse_cc_args(argv: list[str]) -> CcCommand:
             cmd.cc_flags.append(arg)
         elif arg.startswith("--"):  # polyflow's own options
             cmd.polyflow_args.append(arg)
-        elif arg in _CONTRACT_FLAGS or arg.startswith(
-            _OPTION_FLAGS
-        ):
+        elif arg in _CONTRACT_FLAGS or arg.startswith(_OPTION_FLAGS):
             cmd.polyflow_args.append(arg)
             if arg.startswith(("-I", "-D")):
                 continue  # polyflow hands them to cc itself (include_dirs, defines)
