@@ -12,6 +12,7 @@ A configuration whose tool is not on this machine is reported as `missing: <why>
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -175,7 +176,25 @@ REFERENCE = Config(
     ("gcc", "-O2"),
 )
 
-CONFIGS: dict[str, Config] = {
+def _under_fast_math(config: Config, description: str) -> Config:
+    """`config` under -ffast-math, named `<name>-fast` (its twin too): cc gets the flag after
+    -march, polyflow `fast_math=True`."""
+    args = config.cc_args
+    if args:
+        at = args.index("-march=native") + 1
+        args = (*args[:at], "-ffast-math", *args[at:])
+    twin = f"{config.twin}-fast" if config.twin else None
+    return dataclasses.replace(
+        config,
+        name=f"{config.name}-fast",
+        description=description,
+        cc_args=args,
+        twin=twin,
+        fast_math=True,
+    )
+
+
+_STRICT = {
     c.name: c
     for c in (
         Config("gcc", "GCC, sequential", "cc", ("gcc", "-O3", "-march=native")),
@@ -227,60 +246,25 @@ CONFIGS: dict[str, Config] = {
             parallel=True,
             twin="polyflow",
         ),
-        # the same peers under -ffast-math: floating-point sums may be reordered
-        Config(
-            "gcc-fast",
-            "GCC with -ffast-math, sequential (the baseline of the fast-math configurations)",
-            "cc",
-            ("gcc", "-O3", "-march=native", "-ffast-math"),
-            fast_math=True,
-        ),
-        Config(
-            "polly-fast",
-            "clang 14 with Polly and -ffast-math, sequential",
-            "cc",
-            ("clang-14", "-O3", "-march=native", "-ffast-math", "-mllvm", "-polly"),
-            hint=SETUP_HINT,
-            fast_math=True,
-        ),
-        Config(
-            "polly-par-fast",
-            "clang 14 with Polly and -ffast-math, parallel (OpenMP)",
-            "cc",
-            (
-                "clang-14",
-                "-O3",
-                "-march=native",
-                "-ffast-math",
-                "-mllvm",
-                "-polly",
-                "-mllvm",
-                "-polly-parallel",
-                "-fopenmp",
-            ),
-            parallel=True,
-            hint=SETUP_HINT,
-            twin="polly-fast",
-            fast_math=True,
-        ),
-        Config(
-            "polyflow-fast",
-            "polyflow at -O3 -ffast-math, one thread",
-            "polyflow",
-            opt_level=3,
-            fast_math=True,
-        ),
-        Config(
-            "polyflow-par-fast",
-            "polyflow at -O3 -ffast-math, parallel (OpenMP; float reductions too)",
-            "polyflow",
-            opt_level=3,
-            parallel=True,
-            twin="polyflow-fast",
-            fast_math=True,
-        ),
     )
 }
+# the same peers under -ffast-math: floating-point sums may be reordered
+_FAST = [
+    _under_fast_math(
+        _STRICT["gcc"],
+        "GCC with -ffast-math, sequential (the baseline of the fast-math configurations)",
+    ),
+    _under_fast_math(_STRICT["polly"], "clang 14 with Polly and -ffast-math, sequential"),
+    _under_fast_math(
+        _STRICT["polly-par"], "clang 14 with Polly and -ffast-math, parallel (OpenMP)"
+    ),
+    _under_fast_math(_STRICT["polyflow"], "polyflow at -O3 -ffast-math, one thread"),
+    _under_fast_math(
+        _STRICT["polyflow-par"],
+        "polyflow at -O3 -ffast-math, parallel (OpenMP; float reductions too)",
+    ),
+]
+CONFIGS: dict[str, Config] = {**_STRICT, **{c.name: c for c in _FAST}}
 
 PROBE_SOURCE = """#include <math.h>
 #include <stdio.h>

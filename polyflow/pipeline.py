@@ -14,7 +14,7 @@ from polyflow.ir.remarks import take_remarks
 from polyflow.lowering.llvm_dialect import lower_to_llvm_dialect
 from polyflow.lowering.llvm_ir import optimize_llvm_ir, translate_to_llvm_ir
 from polyflow.options import Options
-from polyflow.report import CompileReport, Remark
+from polyflow.report import CompileReport, Remark, ReportViews
 from polyflow.toolchain import openmp_library_dir
 
 ModuleStage = tuple[str, Callable[[ir.Module, Options], ir.Module]]
@@ -54,7 +54,7 @@ def stage_text(module: ir.Module, options: Options) -> str:
 
 
 @dataclass
-class PipelineResult:
+class PipelineResult(ReportViews):
     """What the pipeline produced: the final module, LLVM IR (if reached), each kept stage's text
     and the compile report (polyflow.report): what each stage said (a function left unraised,
     and why; each loop raised or not; what the polyhedral stage skipped, tiled, ran in parallel,
@@ -68,22 +68,6 @@ class PipelineResult:
     # False when a function ran past `Options.compile_timeout`: the result depends on the
     # machine's speed, so no cache may keep it
     cacheable: bool = True
-
-    @property
-    def warnings(self) -> list[str]:
-        return self.report.warnings
-
-    @property
-    def notes(self) -> list[str]:
-        return self.report.notes
-
-    @property
-    def schedules(self) -> dict[str, str]:
-        return self.report.schedules
-
-    @property
-    def timings(self) -> dict[str, float]:
-        return self.report.timings
 
 
 def run_pipeline(

@@ -199,4 +199,27 @@ class CompileReport:
         )
 
 
-__all__ = ["REPORT_VERSION", "CompileReport", "Json", "Remark", "Severity"]
+class ReportViews:
+    """`warnings`, `notes`, `schedules` and `timings` of a result that holds a `report`: the
+    text and tables earlier callers read, as views of the one report."""
+
+    report: CompileReport
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.report.warnings
+
+    @property
+    def notes(self) -> list[str]:
+        return self.report.notes
+
+    @property
+    def schedules(self) -> dict[str, str]:
+        return self.report.schedules
+
+    @property
+    def timings(self) -> dict[str, float]:
+        return self.report.timings
+
+
+__all__ = ["REPORT_VERSION", "CompileReport", "Json", "Remark", "ReportViews", "Severity"]

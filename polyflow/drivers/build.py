@@ -23,13 +23,13 @@ from polyflow.frontend.c_parse import preprocessor_flags
 from polyflow.options import EmitStage, Options
 from polyflow.pipeline import stage_text
 from polyflow.raising.report import RaiseReport
-from polyflow.report import CompileReport, Json, Remark
+from polyflow.report import CompileReport, Json, Remark, ReportViews
 from polyflow.storage.cache import CompileCache, default_cache
 from polyflow.toolchain import openmp_library_dir
 
 
 @dataclass
-class BuildReport:
+class BuildReport(ReportViews):
     """What a build did: which functions went through MLIR, which did not and why; the compile
     report (`report`: what each stage said, with the build's own warnings, the schedule trees
     and the time of each step; `warnings` and `notes` are its text); with
@@ -44,22 +44,6 @@ class BuildReport:
     parallel: bool = False
     parallel_functions: list[str] = field(default_factory=list)  # the C functions that fork
     cached: bool = False  # the compiled functions' object came from the compile cache
-
-    @property
-    def warnings(self) -> list[str]:
-        return self.report.warnings
-
-    @property
-    def notes(self) -> list[str]:
-        return self.report.notes
-
-    @property
-    def schedules(self) -> dict[str, str]:
-        return self.report.schedules
-
-    @property
-    def timings(self) -> dict[str, float]:
-        return self.report.timings
 
     def warn(
         self,

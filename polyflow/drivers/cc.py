@@ -27,6 +27,7 @@ from pathlib import Path
 from polyflow.drivers.build import build_program
 from polyflow.drivers.objects import openmp_link_flags
 from polyflow.errors import CompileError
+from polyflow.frontend.c_parse import preprocessor_flags
 from polyflow.options import Options
 from polyflow.toolchain import openmp_library_dir
 
@@ -217,9 +218,17 @@ def _write_dependencies(cmd: CcCommand, source: str, output: str, options: Optio
         flags += ["-MF", str(Path(output).with_suffix(".d"))]
     if "-MT" not in flags and "-MQ" not in flags:
         flags += ["-MT", output]
-    include = [f"-I{d}" for d in options.include_dirs] + [f"-D{d}" for d in options.defines]
     done = subprocess.run(
-        [options.cc, *cmd.cc_flags, *include, *flags, "-E", source, "-o", os.devnull],
+        [
+            options.cc,
+            *cmd.cc_flags,
+            *preprocessor_flags(options, None),
+            *flags,
+            "-E",
+            source,
+            "-o",
+            os.devnull,
+        ],
         capture_output=True,
         text=True,
     )
@@ -235,9 +244,9 @@ def _compile_unit(source: str, output: str, options: Options) -> bool:
     try:
         report = build_program(source, output, options=options, link=False)
     except Exception as exc:  # CompileError included: cc decides whether the C is bad
-        include = [f"-I{d}" for d in options.include_dirs] + [f"-D{d}" for d in options.defines]
+        flags = [*options.cflags, *preprocessor_flags(options, None)]
         done = subprocess.run(
-            [options.cc, *options.cflags, *include, "-c", source, "-o", output],
+            [options.cc, *flags, "-c", source, "-o", output],
             capture_output=True,
             text=True,
         )

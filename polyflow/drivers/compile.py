@@ -25,7 +25,7 @@ from polyflow.errors import CompileError
 from polyflow.lowering.llvm_ir import compile_llvm_ir_to_object
 from polyflow.options import Options
 from polyflow.pipeline import PipelineResult, run_pipeline
-from polyflow.report import CompileReport
+from polyflow.report import CompileReport, ReportViews
 from polyflow.storage.cache import CompileCache, default_cache, module_key
 
 # What a compile produces:
@@ -42,7 +42,7 @@ JIT_STAGES = frozenset({"mlir", "affine", "affine-opt", "llvm-dialect"})
 
 
 @dataclass
-class Compiled:
+class Compiled(ReportViews):
     """What a compile produced and said: the final module (for `jit`, the lowered module; for a
     cache hit, parsed from the cache), the object's bytes (`object`), whether that code calls
     the OpenMP runtime and which C functions fork threads, each kept stage's text, the compile
@@ -60,22 +60,6 @@ class Compiled:
     # False when a function ran past `Options.compile_timeout`: the result depends on the
     # machine's speed, so no cache may keep it
     cacheable: bool = True
-
-    @property
-    def warnings(self) -> list[str]:
-        return self.report.warnings
-
-    @property
-    def notes(self) -> list[str]:
-        return self.report.notes
-
-    @property
-    def schedules(self) -> dict[str, str]:
-        return self.report.schedules
-
-    @property
-    def timings(self) -> dict[str, float]:
-        return self.report.timings
 
 
 def check_target(options: Options, filename: str = "<input>") -> None:
