@@ -17,7 +17,7 @@ from polyflow.report import CompileReport
 
 EMITS = list(get_args(EmitStage))
 # to stdout unless -o says otherwise (LLVM IR goes to a .ll file, binaries to files)
-TEXT_STAGES = tuple(e for e in EMITS if e not in ("llvm", "obj", "exe"))
+TEXT_STAGES = tuple(e for e in EMITS if e not in ("llvm", "obj", "asm", "exe"))
 # what `polyflow tc --emit` prints: the stages a JIT compile keeps
 TC_EMITS = [s for s in get_args(PipelineStage) if s != "llvm"]
 
@@ -410,6 +410,7 @@ def _build(args: argparse.Namespace, options: object) -> int:
         "exe": source.with_suffix(""),
         "obj": source.with_suffix(".o"),
         "llvm": source.with_suffix(".ll"),
+        "asm": source.with_suffix(".s"),
     }
     to_stdout = args.output == "-" or (args.output is None and args.emit in TEXT_STAGES)
     if to_stdout and args.emit in ("exe", "obj"):

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 # The pipeline's stages whose text can be kept (pipeline.STAGE_NAMES, in order) ...
 PipelineStage = Literal["mlir", "affine", "affine-opt", "llvm-dialect", "llvm"]
 # ... and what `polyflow build --emit` can write: those, the schedule trees, an object, a program.
-EmitStage = Literal[PipelineStage, "schedule", "obj", "exe"]
+EmitStage = Literal[PipelineStage, "schedule", "obj", "asm", "exe"]
 
 
 def _cli(**how: Any) -> dict[str, Any]:
@@ -245,6 +245,12 @@ class Options(BaseModel):
         ge=1,
         description="do not parallelize loops known to run fewer iterations than this",
         json_schema_extra=_POLYHEDRAL,
+    )
+    debug_info: bool = Field(
+        default=False,
+        description="-g: line tables for the functions compiled through MLIR (each instruction "
+        "keeps its C line), so that gdb, perf and sanitizers show source lines",
+        json_schema_extra=_cli(flags=["-g", "--debug-info"]),
     )
     debug_locations: bool = Field(
         default=False,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,7 +13,11 @@ from polyflow import raising as _raising
 from polyflow import schedule as _scheduling
 from polyflow.ir.remarks import take_remarks
 from polyflow.lowering.llvm_dialect import lower_to_llvm_dialect
-from polyflow.lowering.llvm_ir import optimize_llvm_ir, translate_to_llvm_ir
+from polyflow.lowering.llvm_ir import (
+    optimize_llvm_ir,
+    translate_to_llvm_ir,
+    with_compile_directory,
+)
 from polyflow.options import Options
 from polyflow.report import CompileReport, Remark, ReportViews
 from polyflow.toolchain import openmp_library_dir
@@ -40,7 +45,10 @@ MODULE_STAGES: list[ModuleStage] = [
     (
         "llvm-dialect",
         lambda module, options: lower_to_llvm_dialect(
-            module, threads=options.threads, fast_math=options.fast_math
+            module,
+            threads=options.threads,
+            fast_math=options.fast_math,
+            line_tables=options.debug_info,
         ),
     ),
 ]
@@ -123,7 +131,10 @@ def run_pipeline(
         if name == stop_after:
             return result
     start = time.perf_counter()
-    result.llvm_ir = optimize_llvm_ir(translate_to_llvm_ir(module), options)
+    llvm_ir = translate_to_llvm_ir(module)
+    if options.debug_info:
+        llvm_ir = with_compile_directory(llvm_ir, os.getcwd())
+    result.llvm_ir = optimize_llvm_ir(llvm_ir, options)
     report.timings["llvm"] = time.perf_counter() - start
     if "llvm" in keep:
         result.stages["llvm"] = result.llvm_ir

@@ -189,3 +189,106 @@ def test_a_forced_include_leaves_the_command_to_cc() -> None:
         "-MQ",
         "a.o",
     ]
+
+
+def test_assembly_of_the_whole_unit(project: Path) -> None:
+    subprocess.run([*_cc(), "-O3", "-S", "kern.c"], cwd=project, check=True)
+    text = (project / "kern.s").read_text()
+    assert "\nscale:" in text and "\n__polyflow_scale:" in text  # cc's and llc's parts
+    subprocess.run(["gcc", "-c", "kern.s", "-o", "kern.o"], cwd=project, check=True)
+    libs = subprocess.run(
+        [sys.executable, "-m", "polyflow", "config", "--libs"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    subprocess.run(["gcc", "main.c", "kern.o", "-o", "fromasm", *libs], cwd=project, check=True)
+    assert _run(project / "fromasm") == _run(project / "ref")
+
+
+def test_debug_info_gives_source_lines_in_compiled_functions(project: Path) -> None:
+    subprocess.run([*_cc(), "-O2", "-g", "-c", "kern.c", "-o", "kern.o"], cwd=project, check=True)
+    lines = subprocess.run(
+        ["objdump", "--dwarf=decodedline", "kern.o"], capture_output=True, text=True, cwd=project
+    ).stdout
+    # the loop body of scale (line 3) and of dot (line 7), in the MLIR-compiled code
+    rows = [r.split() for r in lines.splitlines() if r.startswith("kern.c")]
+    assert {"3", "7"} <= {r[1] for r in rows if len(r) > 2}
+    assert "polyflow-build-" not in lines  # cc's part names the source, not the spliced copy
+    if shutil.which("gdb") is None:
+        return
+    subprocess.run([*_cc(), "-O2", "-g", "main.c", "kern.o", "-o", "dbg"], cwd=project, check=True)
+    gdb = subprocess.run(
+        ["gdb", "-batch", "-ex", "break kern.c:3", "-ex", "run", "-ex", "bt", "./dbg"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "kern.c:3" in gdb
+
+
+OPENMP_C = """#include <stdio.h>
+#include <omp.h>
+static double a[4096];
+void fill(int n, double *x) {
+#pragma omp parallel for
+  for (int i = 0; i < n; i++) x[i] = i * 0.5;
+}
+void scale(int n, double *x) {
+#pragma GCC ivdep
+  for (int i = 0; i < n; i++) x[i] = 3 * x[i] + 1;
+}
+int main(void) {
+  int threads = 0;
+  fill(4096, a);
+  scale(4096, a);
+#pragma omp parallel
+  {
+#pragma omp atomic
+    threads++;
+  }
+  printf("%.2f %d\\n", a[4095], threads == omp_get_max_threads());
+  return 0;
+}
+"""
+
+
+def test_openmp_pragmas_stay_with_cc_on_one_runtime(tmp_path: Path) -> None:
+    (tmp_path / "omp.c").write_text(OPENMP_C)
+    subprocess.run(["gcc", "-O2", "-fopenmp", "omp.c", "-o", "ref"], cwd=tmp_path, check=True)
+    built = subprocess.run(
+        [*_cc(), "-O3", "-fopenmp", "omp.c", "-o", "prog"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "function 'fill' is left to the C compiler: '#pragma omp parallel for'" in built.stderr
+    assert "'scale'" not in built.stderr  # compiled: its ivdep is a hint polyflow reads
+    assert _run(tmp_path / "prog") == _run(tmp_path / "ref")
+    # gcc's GOMP_* calls run on the runtime polyflow links: one thread pool, no libgomp
+    needed = subprocess.run(["ldd", "prog"], cwd=tmp_path, capture_output=True, text=True).stdout
+    assert "libgomp" not in needed
+
+
+def test_pragmas_that_change_the_code_are_never_dropped() -> None:
+    from polyflow.frontend.c_pragmas import pragma_verdict
+
+    assert pragma_verdict("omp parallel for reduction(+:s)").verdict == "cc"
+    assert pragma_verdict("STDC FP_CONTRACT OFF").verdict == "cc"
+    assert pragma_verdict("GCC optimize(\"O0\")").verdict == "cc"
+    assert pragma_verdict("pack(push, 1)").verdict == "cc"
+    assert pragma_verdict("GCC ivdep").verdict == "note"
+    assert pragma_verdict("scop").verdict == "note"
+    assert pragma_verdict("GCC diagnostic ignored \"-Wall\"").verdict == "quiet"
+    from polyflow.drivers.sources import c_module
+    from polyflow.options import Options
+
+    packed = (
+        "#pragma pack(push, 1)\nstruct s { char c; double x; };\n#pragma pack(pop)\n"
+        "void scale(int n, double *a) {\n  for (int i = 0; i < n; i++) a[i] *= 2;\n}\n"
+    )
+    cmod = c_module(packed, "packed.c", Options(opt_level=3))
+    assert "scale" in cmod.skipped and "pragma pack(push, 1)' at line 1" in cmod.skipped[
+        "scale"
+    ].reason

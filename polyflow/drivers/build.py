@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import subprocess
 import tempfile
 import time
@@ -20,6 +21,7 @@ from polyflow.drivers.sources import c_module, read_c_file
 from polyflow.errors import CompileError, SourcePosition
 from polyflow.frontend.c import CFunction, CModule
 from polyflow.frontend.c_parse import preprocessor_flags
+from polyflow.lowering.llvm_ir import compile_llvm_ir_to_object
 from polyflow.options import EmitStage, Options
 from polyflow.pipeline import stage_text
 from polyflow.raising.report import RaiseReport
@@ -134,12 +136,14 @@ def build_program(
         options,
         source_dir,
         only=options.functions,
-        external_calls=emit == "exe",
+        external_calls=emit in ("exe", "asm"),
         elide_initializers=True,
     )
     report.timings["frontend"] = time.perf_counter() - start
     for at, message in cmod.warnings:
         report.warn("macro-redefined", message, at)
+    for name, at, message in cmod.notes:
+        report.report.add(Remark("frontend", "pragma", "note", message, name, at))
     for name in cmod.skipped:
         position, reason = cmod.why_skipped(name)
         report.leave_to_cc(name, position or SourcePosition(filename, 0, 0), reason)
@@ -152,8 +156,9 @@ def build_program(
                     SourcePosition(filename, 0, 0),
                     function=name,
                 )
-    bodies = _locate_bodies(cmod, text, report) if emit == "exe" else {}
-    report.compiled = sorted(cmod.functions) if emit != "exe" else sorted(bodies)
+    whole_unit = emit in ("exe", "asm")  # the compiled functions and cc's, together
+    bodies = _locate_bodies(cmod, text, report) if whole_unit else {}
+    report.compiled = sorted(bodies) if whole_unit else sorted(cmod.functions)
 
     after_stage = _reporter(report, options) if raise_report else None
     with cmod.context:
@@ -183,7 +188,7 @@ def build_program(
                     SourcePosition(filename, 0, 0),
                 )
             return report
-        if emit != "exe":
+        if not whole_unit:
             result = compile_module(
                 cmod.module,
                 options,
@@ -200,6 +205,10 @@ def build_program(
         spliced.write_text(
             splice(text, filename, bodies, cmod.globals, cmod.trampolines) if bodies else text
         )
+        if emit == "asm":
+            _write_assembly(cmod, text, spliced, output, bodies, options, source_dir, report)
+            report.timings["cc+link"] = time.perf_counter() - start
+            return report
         # cc compiles the rest of the file while polyflow compiles its functions
         rest_job = _RestCompile(spliced, rest, options, source_dir, filename)
         kernels: Compiled | None = None
@@ -237,6 +246,43 @@ def build_program(
         )
     report.timings["cc+link"] = time.perf_counter() - start
     return report
+
+
+def _write_assembly(
+    cmod: CModule,
+    text: str,
+    spliced: Path,
+    output: Path,
+    bodies: dict[str, tuple[CFunction, BodySpan]],
+    options: Options,
+    source_dir: Path | None,
+    report: BuildReport,
+) -> None:
+    """`-S`: the assembly of the whole unit, cc's for the functions left to it followed by
+    llc's for the compiled ones, each side's local labels kept apart."""
+    filename = cmod.filename
+    rest = spliced.with_suffix(".s")
+    assembly = ""
+    if bodies:
+        try:
+            with cmod.context:
+                result = compile_module(cmod.module, options, produce="ir", stop_after="llvm")
+            _record(report, result)
+            kernels = compile_llvm_ir_to_object(
+                result.llvm_ir or "", spliced.with_name("kernels.s"), options, assembly=True
+            )
+            assembly = separate_local_labels(kernels.read_text())
+        except Exception as exc:  # ours, not the user's: cc compiles the file as it was
+            _give_up_on_mlir(report, filename, exc)
+            spliced.write_text(text)
+    _run_cc([*_rest_command(spliced, rest, options, source_dir, filename), "-S"], "compiling", filename)
+    output.write_text(rest.read_text() + assembly)
+
+
+def separate_local_labels(assembly: str) -> str:
+    """llc's assembly with its local labels (`.LBB0_1`, `.LCPI0_0`, `.Lfunc_end0`) renamed
+    apart from gcc's (`.L2`, `.LC0`), so that the two can be assembled as one file."""
+    return re.sub(r"(?<![\w.$])\.L(?=[\w$])", ".Lpolyflow_", assembly)
 
 
 # --emit=STAGE → the pipeline stage to stop after ('schedule' prints what 'affine-opt' recorded).
@@ -337,7 +383,7 @@ class _RestCompile:
         self._log = obj.with_suffix(".log")
         with self._log.open("w") as log:
             self._proc = subprocess.Popen(
-                _rest_command(spliced, obj, options, source_dir),
+                _rest_command(spliced, obj, options, source_dir, filename),
                 stdout=subprocess.DEVNULL,
                 stderr=log,
             )
@@ -367,11 +413,13 @@ def fp_flags(options: Options) -> list[str]:
 
 
 def _rest_command(
-    spliced: Path, obj: Path, options: Options, source_dir: Path | None
+    spliced: Path, obj: Path, options: Options, source_dir: Path | None, filename: str
 ) -> list[str]:
     level = "-O0" if options.opt_level == 0 else "-O2"
     march = [f"-march={options.march}"] if options.march else []
     include = [f"-iquote{source_dir}"] if source_dir else []
+    # the spliced copy sits in a temporary directory: debug info and __FILE__ name the source's
+    include.append(f"-ffile-prefix-map={spliced.parent}={Path(filename).parent}")
     cmd = [
         options.cc,
         level,

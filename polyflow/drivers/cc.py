@@ -6,7 +6,7 @@ compile through MLIR, the rest by cc), into an ordinary object: every function u
 name, joined into one relocatable object (`build_program(..., link=False)`), so that `ar`,
 `gcc a.o b.o` and shared libraries work. Without `-c`, the objects (and the `.o`/`.a` inputs)
 are linked by cc, with the OpenMP runtime linked in when a unit has parallel loops. What only
-gcc understands (`-E`, `-M`, `-S`, unknown flags) goes to cc: a command polyflow cannot run
+gcc understands (`-E`, `-M`, unknown flags) goes to cc: a command polyflow cannot run
 itself is cc's, so a build that gcc accepts never fails because of polyflow.
 
 Options that change the code polyflow generates keep gcc's spelling (`-O3`, `-march=`,
@@ -28,7 +28,7 @@ from polyflow.drivers.build import build_program
 from polyflow.drivers.objects import openmp_link_flags
 from polyflow.errors import CompileError
 from polyflow.frontend.c_parse import preprocessor_flags
-from polyflow.options import Options
+from polyflow.options import EmitStage, Options
 from polyflow.toolchain import openmp_library_dir
 
 # gcc's floating-point contract flags, which polyflow reads (the trust issue's contract).
@@ -37,8 +37,8 @@ _CONTRACT_FLAGS = ("-ffast-math", "-fno-fast-math", "-fassociative-math", "-fno-
 _LINK_PREFIXES = ("-L", "-l", "-Wl,")
 # Flags of the preprocessor and the code generator that polyflow reads as gcc does.
 _OPTION_FLAGS = ("-O", "-march=", "-mtune=", "-I", "-D")
-# Modes polyflow leaves to cc whole: preprocessing, dependency lists, assembly, version queries.
-_CC_ONLY = ("-E", "-M", "-MM", "-S", "-v", "--version", "-dumpversion", "-dumpmachine")
+# Modes polyflow leaves to cc whole: preprocessing, dependency lists, version queries.
+_CC_ONLY = ("-E", "-M", "-MM", "-v", "--version", "-dumpversion", "-dumpmachine")
 # -f flags that change nothing polyflow's code means (code placement, diagnostics, hardening);
 # any other -f flag (-fwrapv, -funsigned-char, -fno-strict-aliasing, -fsanitize=, -fopenmp, ...)
 # may change what C means, or asks for something polyflow does not do: the command is cc's.
@@ -51,6 +51,10 @@ _NEUTRAL_F_FLAGS = (
     "-fno-exceptions", "-fmax-errors=", "-fno-builtin-", "-fdebug-prefix-map=",
     "-ffile-prefix-map=", "-fmacro-prefix-map=", "-fno-semantic-interposition",
 )  # fmt: skip
+# gcc's OpenMP: the functions with `#pragma omp` stay with cc (frontend/c_pragmas.py), compiled
+# with it; their GOMP_* calls run on the OpenMP runtime polyflow links (libiomp5 implements
+# libgomp's interface), so one thread pool serves both.
+_OPENMP_FLAGS = ("-fopenmp", "-fopenmp-simd")
 # Dependency files written while compiling (make's -MD): cc writes them from the source.
 _DEPENDENCY_FLAGS = ("-MD", "-MMD", "-MP", "-MG")
 _DEPENDENCY_OPTIONS = ("-MF", "-MT", "-MQ")
@@ -64,7 +68,9 @@ class CcCommand:
     inputs: list[str] = field(default_factory=list)  # objects, archives, libraries: to the link
     output: str | None = None
     compile_only: bool = False  # -c
+    assembly: bool = False  # -S: each unit's assembly (compile_only too)
     shared: bool = False  # -shared
+    openmp: bool = False  # -fopenmp
     polyflow_args: list[str] = field(default_factory=list)  # for polyflow's option parser
     cc_flags: list[str] = field(default_factory=list)  # for every cc run on a unit
     link_flags: list[str] = field(default_factory=list)  # for the link only
@@ -103,6 +109,8 @@ def parse_cc_args(argv: list[str]) -> CcCommand:
         i += 1
         if arg == "-c":
             cmd.compile_only = True
+        elif arg == "-S":
+            cmd.compile_only = cmd.assembly = True
         elif arg == "-shared":
             cmd.shared = True
             cmd.link_flags.append(arg)
@@ -124,6 +132,10 @@ def parse_cc_args(argv: list[str]) -> CcCommand:
             cmd.sources.append(arg)
         elif not arg.startswith("-"):
             cmd.inputs.append(arg)
+        elif arg.startswith("-g") and not arg.startswith(("-gsplit-dwarf", "-gz")):
+            # -g, -g2, -ggdb, -gdwarf-4: line tables for the MLIR-compiled functions too
+            cmd.polyflow_args.append("--no-debug-info" if arg == "-g0" else "-g")
+            cmd.cc_flags.append(arg)
         elif arg.startswith("-ffp-contract="):
             cmd.polyflow_args.append(arg)
             cmd.cc_flags.append(arg)
@@ -131,6 +143,9 @@ def parse_cc_args(argv: list[str]) -> CcCommand:
             cmd.cc_flags.append(arg)
             if not arg.startswith("-std=gnu"):  # ISO C modes: no fused multiply-add
                 cmd.polyflow_args.append("-ffp-contract=off")
+        elif arg in _OPENMP_FLAGS:
+            cmd.openmp = True
+            cmd.cc_flags.append(arg)
         elif arg.startswith("-f") and not arg.startswith(_NEUTRAL_F_FLAGS):
             cmd.cc_flags.append(arg)
             cmd.meaning_flags.append(arg)
@@ -170,9 +185,10 @@ def run_cc(cmd: CcCommand, argv: list[str], options: Options) -> int:
         if cmd.output is not None and len(cmd.sources) > 1:
             print("polyflow cc: error: -o with -c names one output, not several", file=sys.stderr)
             return 1
+        suffix = ".s" if cmd.assembly else ".o"
         for source in cmd.sources:
-            output = cmd.output or Path(source).with_suffix(".o").name
-            _compile_unit(source, output, options)
+            output = cmd.output or Path(source).with_suffix(suffix).name
+            _compile_unit(source, output, options, assembly=cmd.assembly)
             if cmd.dependency_flags:
                 _write_dependencies(cmd, source, output, options)
         return 0
@@ -183,9 +199,11 @@ def run_cc(cmd: CcCommand, argv: list[str], options: Options) -> int:
             _compile_unit(source, str(obj), options)
             objects.append(str(obj))
         runtime = _runtime(cmd)
+        # with polyflow's runtime linked in, -fopenmp would add libgomp: a second thread pool
+        link_cc_flags = [f for f in cmd.cc_flags if not (runtime and f in _OPENMP_FLAGS)]
         link = [
             options.cc,
-            *cmd.cc_flags,
+            *link_cc_flags,
             "-o",
             cmd.output or "a.out",
             *objects,
@@ -236,17 +254,18 @@ def _write_dependencies(cmd: CcCommand, source: str, output: str, options: Optio
         raise CompileError(f"writing the dependency file failed:\n{done.stderr}", file=source)
 
 
-def _compile_unit(source: str, output: str, options: Options) -> bool:
-    """Compile one C unit into an ordinary object; whether it has parallel loops. Warnings go to
-    stderr as gcc's do. A unit polyflow cannot compile (C it cannot parse, or a failure of its
-    own) is compiled by cc alone, with one warning: a build cc accepts never fails because of
-    polyflow; when cc rejects the unit too, the error is cc's."""
+def _compile_unit(source: str, output: str, options: Options, *, assembly: bool = False) -> bool:
+    """Compile one C unit into an ordinary object (with `assembly`, its assembly text); whether
+    it has parallel loops. Warnings go to stderr as gcc's do. A unit polyflow cannot compile (C
+    it cannot parse, or a failure of its own) is compiled by cc alone, with one warning: a build
+    cc accepts never fails because of polyflow; when cc rejects the unit too, the error is cc's."""
     try:
-        report = build_program(source, output, options=options, link=False)
+        emit: EmitStage = "asm" if assembly else "exe"
+        report = build_program(source, output, options=options, emit=emit, link=False)
     except Exception as exc:  # CompileError included: cc decides whether the C is bad
         flags = [*options.cflags, *preprocessor_flags(options, None)]
         done = subprocess.run(
-            [options.cc, *flags, "-c", source, "-o", output],
+            [options.cc, *flags, "-S" if assembly else "-c", source, "-o", output],
             capture_output=True,
             text=True,
         )

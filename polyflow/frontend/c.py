@@ -19,6 +19,7 @@ from polyflow.errors import SourcePosition
 from polyflow.frontend import c_analysis as ana
 from polyflow.frontend.c_abi import emit_c_abi_entry
 from polyflow.frontend.c_parse import ParsedC
+from polyflow.frontend.c_pragmas import pragma_label, pragma_verdict, pragmas_in
 from polyflow.frontend.c_scope import (
     CFunction,
     CGlobal,
@@ -48,6 +49,9 @@ class CModule:
     trampolines: dict[str, CFunction] = field(default_factory=dict)
     # what the C compiler warned about that changes what the user asked for (ParsedC.warnings)
     warnings: list[tuple[SourcePosition, str]] = field(default_factory=list)
+    # the loop hints (`#pragma GCC ivdep`, `scop`) of compiled functions, read and left:
+    # (function, position, message)
+    notes: list[tuple[str, SourcePosition, str]] = field(default_factory=list)
 
     @property
     def context(self) -> ir.Context:
@@ -124,6 +128,7 @@ def emit_c_module(
             functions[name] = scope.interface(fdef)
         except Unsupported as exc:
             skipped[name] = exc
+    pragma_notes = _read_pragmas(parsed, functions, skipped)
     collect_globals(scope, functions)
     for f in functions.values():
         names = ana.referenced_names(f.node.body) - _shadowing_parameters(f)
@@ -185,7 +190,52 @@ def emit_c_module(
         scope,
         trampolines,
         warnings=list(parsed.warnings),
+        notes=[note for note in pragma_notes if note[0] in compiled],
     )
+
+
+def _read_pragmas(
+    parsed: ParsedC, functions: dict[str, CFunction], skipped: dict[str, Unsupported]
+) -> list[tuple[str, SourcePosition, str]]:
+    """Leave to the C compiler each function whose pragmas ask for what only it does (all of
+    them for such a pragma at file scope: `#pragma pack`, `omp threadprivate`, ...); the notes
+    (function, position, text) on the loop hints polyflow reads and leaves."""
+    file_scope = [
+        p for p in parsed.ast.ext
+        if isinstance(p, c_ast.Pragma) and pragma_verdict(p.string).verdict == "cc"
+    ]  # fmt: skip
+    notes: list[tuple[str, SourcePosition, str]] = []
+    for name, f in functions.items():
+        if name in skipped:
+            continue
+        if file_scope:
+            first = file_scope[0]
+            skipped[name] = Unsupported(
+                f"the file's '{pragma_label(first)}' at line {first.coord.line}: "
+                f"{pragma_verdict(first.string).reason}",
+                f.node.decl,
+            )
+            continue
+        for pragma in pragmas_in(f.node.body):
+            verdict = pragma_verdict(pragma.string)
+            if verdict.verdict == "cc":
+                skipped[name] = Unsupported(
+                    f"'{pragma_label(pragma)}': {verdict.reason}", pragma
+                )
+                break
+            if verdict.verdict == "note":
+                at = SourcePosition(
+                    pragma.coord.file, pragma.coord.line, pragma.coord.column or 0
+                )
+                notes.append(
+                    (
+                        name,
+                        at,
+                        f"'{pragma_label(pragma)}' at {at.line}:{at.column} is read and left: "
+                        f"{verdict.reason}",
+                    )
+                )
+    return notes
 
 
 @dataclass

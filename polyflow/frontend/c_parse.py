@@ -224,7 +224,32 @@ def header_constants(cc: str) -> str:
             if value is not None:
                 lines.append(f"#ifndef {name}\n#define {name} {value}\n#endif")
         (directory / header).write_text("\n".join(lines) + "\n")
+    (directory / "omp.h").write_text(_OMP_H)
     return str(directory)
+
+
+# <omp.h> for the parse (-fopenmp builds include it; pycparser has none): the runtime's types
+# and functions as declarations. A function that calls them calls the real runtime; one with
+# `#pragma omp` stays with cc (c_pragmas.py).
+_OMP_H = """#ifndef POLYFLOW_OMP_H
+#define POLYFLOW_OMP_H
+typedef struct { unsigned char _x[8]; } omp_lock_t;
+typedef struct { unsigned char _x[16]; } omp_nest_lock_t;
+typedef enum omp_sched_t { omp_sched_static = 1, omp_sched_dynamic = 2,
+  omp_sched_guided = 3, omp_sched_auto = 4 } omp_sched_t;
+int omp_get_num_threads(void); int omp_get_thread_num(void); int omp_get_max_threads(void);
+void omp_set_num_threads(int); int omp_get_num_procs(void); int omp_in_parallel(void);
+void omp_set_dynamic(int); int omp_get_dynamic(void); void omp_set_nested(int);
+int omp_get_nested(void); int omp_get_thread_limit(void); int omp_get_level(void);
+void omp_set_schedule(omp_sched_t, int); void omp_get_schedule(omp_sched_t *, int *);
+double omp_get_wtime(void); double omp_get_wtick(void);
+void omp_init_lock(omp_lock_t *); void omp_destroy_lock(omp_lock_t *);
+void omp_set_lock(omp_lock_t *); void omp_unset_lock(omp_lock_t *); int omp_test_lock(omp_lock_t *);
+void omp_init_nest_lock(omp_nest_lock_t *); void omp_destroy_nest_lock(omp_nest_lock_t *);
+void omp_set_nest_lock(omp_nest_lock_t *); void omp_unset_nest_lock(omp_nest_lock_t *);
+int omp_test_nest_lock(omp_nest_lock_t *);
+#endif
+"""
 
 
 def _resolve(value: str | None, macros: dict[str, str], depth: int = 0) -> str | None:
@@ -246,6 +271,11 @@ def _resolve(value: str | None, macros: dict[str, str], depth: int = 0) -> str |
 
 
 _TYPE_WORDS = {"double", "float", "int", "long", "unsigned", "short", "char", "signed"}
+
+
+# Flags of the build that change what the preprocessor makes of the source (-U, the C dialect's
+# macros, -fopenmp's _OPENMP, -pthread's _REENTRANT): the parse sees the code cc compiles.
+_PREPROCESSOR_CFLAGS = ("-U", "-std=", "-ansi", "-fopenmp", "-pthread")
 
 
 def _preprocess_and_parse(
@@ -270,6 +300,7 @@ def _preprocess_and_parse(
         "c",
         "-",
         *preprocessor_flags(options, source_dir),
+        *[f for f in options.cflags if f.startswith(_PREPROCESSOR_CFLAGS)],
     ]
     preprocessed = _run_c_compiler(cmd, source, filename)
     if elide_initializers:

@@ -54,6 +54,9 @@ LOWER_PARALLEL_TO_LLVM = ",".join(
     ]
 )
 
+# -g: a DISubprogram per function from its location; LLVM then keeps each op's line.
+LINE_TABLES = "ensure-debug-info-scope-on-llvm-func{emission-kind=LineTablesOnly}"
+
 _PARALLEL_OPS = frozenset({"affine.parallel", "scf.parallel"})
 
 
@@ -75,12 +78,18 @@ def has_parallel_loops(module: ir.Module) -> bool:
 
 
 def lower_to_llvm_dialect(
-    module: ir.Module, *, threads: int | None = None, fast_math: bool = False
+    module: ir.Module,
+    *,
+    threads: int | None = None,
+    fast_math: bool = False,
+    line_tables: bool = False,
 ) -> ir.Module:
     """Lower every op to the LLVM dialect in place; the module is then translatable to LLVM IR.
     Parallel loops become OpenMP (`omp` ops, calls into libiomp5 once translated), run by
     `threads` threads (None: as many as the OpenMP runtime decides when the program runs).
-    With `fast_math` (-ffast-math) every floating-point op gets LLVM's `fast` flags."""
+    With `fast_math` (-ffast-math) every floating-point op gets LLVM's `fast` flags; with
+    `line_tables` (-g) each function gets a debug scope, so its ops' file:line:col locations
+    become the object's line table."""
     with module.context:
         if fast_math:
             allow_fast_math(module)
@@ -97,6 +106,8 @@ def lower_to_llvm_dialect(
             pipeline = LOWER_PARALLEL_TO_LLVM
         else:
             pipeline = LOWER_TO_LLVM
+        if line_tables:
+            pipeline += f",{LINE_TABLES}"
         PassManager.parse(f"builtin.module({pipeline})").run(module.operation)
         _mark_noalias_pointers(module, noalias)
     return module

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -17,6 +18,26 @@ def translate_to_llvm_ir(module: ir.Module) -> str:
     """The textual LLVM IR of a module already lowered to the LLVM dialect."""
     with module.context:
         return str(llvm.translate_module_to_llvmir(module.operation))
+
+
+def with_compile_directory(text: str, directory: str) -> str:
+    """`text` (LLVM IR with line tables) with its source files found from `directory`, as gcc's
+    compile directory: MLIR's locations name files as the command line did, relative to it.
+    The compile unit, unnamed in MLIR's translation, takes the first file's name."""
+    text = re.sub(
+        r'!DIFile\(filename: "([^"]*)", directory: ""\)',
+        lambda m: f'!DIFile(filename: "{m.group(1)}", directory: "{_escape(directory)}")',
+        text,
+    )
+    first = re.search(r'!DIFile\(filename: "((?!<unknown>)[^"]*)"', text)
+    if first is not None:
+        text = text.replace('filename: "<unknown>"', f'filename: "{first.group(1)}"')
+    return text
+
+
+def _escape(text: str) -> str:
+    """A string for an LLVM IR metadata string literal."""
+    return "".join(c if c.isprintable() and c not in '"\\' else f"\\{ord(c):02X}" for c in text)
 
 
 def _cpu_flags(options: Options) -> list[str]:
@@ -51,8 +72,11 @@ _OPT_FLAGS = [
 ]
 
 
-def compile_llvm_ir_to_object(text: str, output: Path, options: Options) -> Path:
-    """`llc` to a position-independent object file, linkable into a PIE with `cc`."""
+def compile_llvm_ir_to_object(
+    text: str, output: Path, options: Options, *, assembly: bool = False
+) -> Path:
+    """`llc` to a position-independent object file, linkable into a PIE with `cc` (with
+    `assembly`, its assembly text instead)."""
     level = "-O0" if options.opt_level == 0 else "-O3"
     with tempfile.TemporaryDirectory(prefix="polyflow-") as tmp:
         src = Path(tmp) / "module.ll"
@@ -64,7 +88,7 @@ def compile_llvm_ir_to_object(text: str, output: Path, options: Options) -> Path
                 *_cpu_flags(options),
                 f"-fp-contract={options.fp_contract}",
                 "-relocation-model=pic",
-                "-filetype=obj",
+                "-filetype=asm" if assembly else "-filetype=obj",
                 str(src),
                 "-o",
                 str(output),

@@ -138,12 +138,15 @@ def module_key(module: Any, options: Any, product: str) -> str:
     # bytecode, not text: a file of 2,000 functions writes it in 0.13 s, its text in 1.0 s
     data = io.BytesIO()
     module.operation.write_bytecode(data)
+    settings = options.model_dump(mode="json")
+    if options.debug_info:  # line tables find relative file names from the compile directory
+        settings["compile_directory"] = os.getcwd()
     return cache_key(
         source=hashlib.sha256(data.getvalue()).hexdigest(),
         language="mlir-bytecode",
         entry=None,
         target=product,
-        options=options.model_dump(mode="json"),
+        options=settings,
         versions=compiler_versions(march=options.march, mtune=options.mtune),
     )
 
