@@ -4,6 +4,7 @@ against its gcc -O2 build."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -292,3 +293,40 @@ def test_pragmas_that_change_the_code_are_never_dropped() -> None:
     assert "scale" in cmod.skipped and "pragma pack(push, 1)' at line 1" in cmod.skipped[
         "scale"
     ].reason
+
+
+def test_calls_to_functions_of_other_units_go_through_trampolines(tmp_path: Path) -> None:
+    # scale_all calls weight and report_error, defined in another unit, declared in a header
+    files = {
+        "lib.h": "double weight(int, double x);\nvoid report_error(int code);\n",
+        "lib.c": '#include <stdio.h>\n#include "lib.h"\n'
+        "double weight(int i, double x) { return x * (i % 3) + 1.0; }\n"
+        'void report_error(int code) { printf("error %d\\n", code); }\n',
+        "k.c": '#include "lib.h"\n'
+        "double scale_all(int n, double *a) {\n"
+        "  double s = 0;\n"
+        "  if (n < 0) { report_error(1); return 0; }\n"
+        "  for (int i = 0; i < n; i++) { a[i] = a[i] * 2; s += weight(i, a[i]); }\n"
+        "  return s;\n}\n",
+        "main.c": "#include <stdio.h>\ndouble scale_all(int n, double *a);\n"
+        "int main(void) { double a[1000]; for (int i = 0; i < 1000; i++) a[i] = i * 0.25;\n"
+        '  printf("%.6f\\n", scale_all(1000, a)); scale_all(-1, a); return 0; }\n',
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    subprocess.run(["gcc", "-O2", "main.c", "lib.c", "k.c", "-o", "ref"], cwd=tmp_path, check=True)
+    report = tmp_path / "units.jsonl"
+    built = subprocess.run(
+        [*_cc(), "-O3", "main.c", "lib.c", "k.c", "-o", "prog"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "POLYFLOW_CC_REPORT": str(report)},
+    )
+    assert "scale_all" not in built.stderr  # compiled, not left to cc
+    assert _run(tmp_path / "prog") == _run(tmp_path / "ref")
+    units = {Path(u["unit"]).name: u for u in map(json.loads, report.read_text().splitlines())}
+    assert units["k.c"]["compiled"] == ["scale_all"] == units["k.c"]["optimized"]
+    assert units["k.c"]["loop_functions"] == ["scale_all"]
+    assert "printf" in units["lib.c"]["fallbacks"]["report_error"]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from mlir import ir
+from pycparser import c_ast
 
 from polyflow.drivers.c_splice import BodySpan, find_function_body, splice
 from polyflow.drivers.compile import Compiled, compile_module
@@ -20,6 +21,7 @@ from polyflow.drivers.objects import openmp_link_flags
 from polyflow.drivers.sources import c_module, read_c_file
 from polyflow.errors import CompileError, SourcePosition
 from polyflow.frontend.c import CFunction, CModule
+from polyflow.frontend.c_analysis import walk
 from polyflow.frontend.c_parse import preprocessor_flags
 from polyflow.lowering.llvm_ir import compile_llvm_ir_to_object
 from polyflow.options import EmitStage, Options
@@ -46,6 +48,8 @@ class BuildReport(ReportViews):
     parallel: bool = False
     parallel_functions: list[str] = field(default_factory=list)  # the C functions that fork
     cached: bool = False  # the compiled functions' object came from the compile cache
+    # the functions of the file (not of its headers) with a loop, compiled or not
+    loop_functions: list[str] = field(default_factory=list)
 
     def warn(
         self,
@@ -73,6 +77,17 @@ class BuildReport(ReportViews):
                 {"reason": reason},
             )
         )
+
+
+def functions_with_loops(cmod: CModule) -> list[str]:
+    """The functions defined in `cmod`'s file (not its headers) whose bodies hold a loop."""
+    loops = (c_ast.For, c_ast.While, c_ast.DoWhile)
+    return sorted(
+        name
+        for name, fdef in cmod.scope.defs.items()
+        if fdef.decl.coord.file == cmod.filename
+        and any(isinstance(n, loops) for n in walk(fdef.body))
+    )
 
 
 def _locate_bodies(
@@ -140,6 +155,7 @@ def build_program(
         elide_initializers=True,
     )
     report.timings["frontend"] = time.perf_counter() - start
+    report.loop_functions = functions_with_loops(cmod)
     for at, message in cmod.warnings:
         report.warn("macro-redefined", message, at)
     for name, at, message in cmod.notes:

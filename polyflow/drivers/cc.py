@@ -16,11 +16,14 @@ Options that change the code polyflow generates keep gcc's spelling (`-O3`, `-ma
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import shlex
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -177,6 +180,10 @@ def run_cc(cmd: CcCommand, argv: list[str], options: Options) -> int:
             file=sys.stderr,
         )
     if leave_to_cc(cmd, options):
+        if cmd.sources and not cmd.cc_only:
+            why = cmd.meaning_flags[0] if cmd.meaning_flags else f"-O{options.opt_level}"
+            for source in cmd.sources:
+                record_unit(source, {"status": "cc", "reason": why}, time.perf_counter())
         linking = not (cmd.cc_only or cmd.compile_only) and (cmd.sources or cmd.inputs)
         extra = _runtime(cmd) if linking else []
         return subprocess.run([options.cc, *argv, *extra]).returncode  # cc's messages
@@ -259,6 +266,7 @@ def _compile_unit(source: str, output: str, options: Options, *, assembly: bool 
     it has parallel loops. Warnings go to stderr as gcc's do. A unit polyflow cannot compile (C
     it cannot parse, or a failure of its own) is compiled by cc alone, with one warning: a build
     cc accepts never fails because of polyflow; when cc rejects the unit too, the error is cc's."""
+    start = time.perf_counter()
     try:
         emit: EmitStage = "asm" if assembly else "exe"
         report = build_program(source, output, options=options, emit=emit, link=False)
@@ -278,10 +286,50 @@ def _compile_unit(source: str, output: str, options: Options, *, assembly: bool 
             "compiled it alone",
             file=sys.stderr,
         )
+        record_unit(source, {"status": "cc", "reason": first}, start)
         return False
     for warning in report.warnings:
         print(warning, file=sys.stderr)
+    raised = {
+        str(r.function)
+        for r in report.report.remarks
+        if r.kind == "loop" and r.data.get("raised") and r.function
+    }
+    record_unit(
+        source,
+        {
+            "status": "polyflow",
+            "loop_functions": report.loop_functions,
+            "compiled": report.compiled,
+            "optimized": sorted(raised & set(report.compiled)),
+            "parallel": report.parallel_functions,
+            "fallbacks": report.fallbacks,
+        },
+        start,
+    )
     return report.parallel
 
 
-__all__ = ["CcCommand", "leave_to_cc", "parse_cc_args", "run_cc"]
+# Where `polyflow cc` appends one JSON line per unit it compiles (what went through MLIR, what
+# was optimized, what stayed with cc and why), for reports over a whole build (`make real-world`).
+REPORT_ENV = "POLYFLOW_CC_REPORT"
+
+
+def record_unit(source: str, facts: dict[str, object], start: float) -> None:
+    """Append what became of unit `source` to the file $POLYFLOW_CC_REPORT names, if any."""
+    path = os.environ.get(REPORT_ENV)
+    if not path:
+        return
+    line = json.dumps(
+        {
+            "unit": str(Path(source).resolve()),
+            **facts,
+            "seconds": round(time.perf_counter() - start, 3),
+        }
+    )
+    with open(path, "a") as out:  # builds run units in parallel: one whole line at a time
+        fcntl.flock(out, fcntl.LOCK_EX)
+        out.write(line + "\n")
+
+
+__all__ = ["REPORT_ENV", "CcCommand", "leave_to_cc", "parse_cc_args", "record_unit", "run_cc"]

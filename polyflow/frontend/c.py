@@ -18,6 +18,7 @@ from pycparser import c_ast
 from polyflow.errors import SourcePosition
 from polyflow.frontend import c_analysis as ana
 from polyflow.frontend.c_abi import emit_c_abi_entry
+from polyflow.frontend.c_builtins import is_math_function
 from polyflow.frontend.c_parse import ParsedC
 from polyflow.frontend.c_pragmas import pragma_label, pragma_verdict, pragmas_in
 from polyflow.frontend.c_scope import (
@@ -263,6 +264,15 @@ def _external(
             continue
         try:
             out[name] = functions[name] if name in functions else scope.interface(fdef)
+        except Unsupported:
+            continue
+    # functions of other units, declared by the file or the project's headers; math.h's stay
+    # math ops (c_builtins)
+    for name in scope.prototypes.keys() - scope.defs.keys():
+        if is_math_function(name):
+            continue
+        try:
+            out[name] = scope.prototype_interface(name)
         except Unsupported:
             continue
     return out

@@ -215,8 +215,9 @@ class ExpressionTypes:
             return target
         if isinstance(node, c_ast.FuncCall):
             name = self.callee_name(node)
-            if name in self.functions:
-                r = self.functions[name].ret
+            callee = self.functions.get(name) or (self.external or {}).get(name)
+            if callee is not None:
+                r = callee.ret
                 if isinstance(r, Void):
                     raise Unsupported(f"the value of void function '{name}' is used", node)
                 return r

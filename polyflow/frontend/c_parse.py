@@ -196,6 +196,12 @@ _PLAIN_VALUE = re.compile(
 )
 
 
+def is_stand_in_header(path: str) -> bool:
+    """Whether `path` is one of the stand-in system headers the parse reads (pycparser's fake
+    libc, header_constants' overlay) rather than a header of the project."""
+    return path.startswith(str(pycparser_fake_libc.directory)) or "/polyflow-headers-" in path
+
+
 @functools.cache
 def header_constants(cc: str) -> str:
     """A directory of float.h, limits.h, stdint.h and math.h that include pycparser's fake ones

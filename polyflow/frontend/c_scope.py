@@ -10,7 +10,7 @@ from mlir import ir
 from pycparser import c_ast
 
 from polyflow.frontend import c_analysis as ana
-from polyflow.frontend.c_parse import ParsedC
+from polyflow.frontend.c_parse import ParsedC, is_stand_in_header
 from polyflow.frontend.c_types import (
     INT,
     KNOWN_TYPEDEFS,
@@ -92,6 +92,9 @@ class FileScope:
         self.globals: dict[str, CGlobal] = {}
         self.defs: dict[str, c_ast.FuncDef] = {}
         self.declared_functions: set[str] = set()
+        # functions only declared, with a prototype, in the file or the project's headers (not
+        # in the stand-in system headers the parse reads, whose types are not the real ones)
+        self.prototypes: dict[str, c_ast.Decl] = {}
         self.bad_globals: dict[str, Unsupported] = {}
         for ext in parsed.ast.ext:
             self._collect_enums(ext)
@@ -101,6 +104,8 @@ class FileScope:
                 self.defs[ext.decl.name] = ext
             elif isinstance(ext, c_ast.Decl) and isinstance(ext.type, c_ast.FuncDecl):
                 self.declared_functions.add(ext.name)
+                if ext.type.args is not None and not is_stand_in_header(ext.coord.file):
+                    self.prototypes.setdefault(ext.name, ext)
             elif isinstance(ext, c_ast.Decl) and ext.name:
                 try:
                     t = self.resolve(ext.type, allow_vla=False)
@@ -197,7 +202,17 @@ class FileScope:
             return dim
 
     def interface(self, fdef: c_ast.FuncDef) -> CFunction:
-        decl = fdef.decl
+        return self._interface(fdef.decl, fdef)
+
+    def prototype_interface(self, name: str) -> CFunction:
+        """The interface of a function this file only declares (`prototypes`), for calls to it
+        through a trampoline; unnamed parameters get names."""
+        decl = self.prototypes[name]
+        return self._interface(decl, c_ast.FuncDef(decl, None, None), unnamed_ok=True)
+
+    def _interface(
+        self, decl: c_ast.Decl, fdef: c_ast.FuncDef, *, unnamed_ok: bool = False
+    ) -> CFunction:
         ftype = decl.type
         ret = self.resolve(ftype.type, allow_vla=False)
         if isinstance(ret, Array):
@@ -210,7 +225,10 @@ class FileScope:
                 t = self.resolve(p.type, allow_vla=True)
                 if isinstance(t, Void):
                     continue
-                raise Unsupported("unnamed parameter", p)
+                if not unnamed_ok:
+                    raise Unsupported("unnamed parameter", p)
+                params.append((f"arg{len(params)}", t))
+                continue
             t = self.resolve(p.type, allow_vla=True)
             if isinstance(t, Void):
                 raise Unsupported("void parameter", p)
