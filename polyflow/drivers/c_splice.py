@@ -94,14 +94,19 @@ def _c_type(t: Scalar | Array | Void) -> str:
 
 
 def prototype(fn: CFunction, globals_: dict[str, CGlobal]) -> str:
-    params = [_c_type(t) for _, t in fn.params] + ["void *" for _ in fn.globals]
+    # `const void *`: every object pointer, const or not, converts to it with no cast and no
+    # warning, so that the forwarding body compiles under the user's -Wall -Wextra -Werror
+    params = [_pointer_or(t) for _, t in fn.params] + ["const void *" for _ in fn.globals]
     return f"extern {_c_type(fn.ret)} {CABI_PREFIX}{fn.name}({', '.join(params) or 'void'});"
 
 
+def _pointer_or(t: Scalar | Array) -> str:
+    return "const void *" if isinstance(t, Array) else _c_type(t)
+
+
 def forwarding_body(fn: CFunction, globals_: dict[str, CGlobal]) -> str:
-    args = [f"(void *)({p})" if isinstance(t, Array) else p for p, t in fn.params]
-    for g in fn.globals:
-        args.append(f"(void *)({g})" if isinstance(globals_[g].type, Array) else f"(void *)&({g})")
+    args = [p for p, _ in fn.params]
+    args += [g if isinstance(globals_[g].type, Array) else f"&{g}" for g in fn.globals]
     call = f"{CABI_PREFIX}{fn.name}({', '.join(args)})"
     return f"{{ {'' if isinstance(fn.ret, Void) else 'return '}{call}; }}"
 
@@ -112,6 +117,22 @@ def trampoline(fn: CFunction) -> str:
     args = ", ".join(f"a{i}" for i in range(len(fn.params)))
     ret = "" if isinstance(fn.ret, Void) else "return "
     return f"{_c_type(fn.ret)} {TRAMPOLINE_PREFIX}{fn.name}({params}) {{ {ret}{fn.name}({args}); }}"
+
+
+# The trampolines are polyflow's code, appended to the user's: the warnings a strict build turns
+# on (-Wmissing-prototypes, -Wc++-compat's void * conversions, ...) are not the user's to fix.
+# -Wpragmas first: a compiler that does not know one of the others must not warn about it.
+_QUIET_WARNINGS = (
+    "-Wpragmas", "-Wmissing-prototypes", "-Wmissing-declarations", "-Wc++-compat",
+    "-Wcast-qual", "-Wpedantic", "-Wconversion", "-Wsign-conversion", "-Wlong-long",
+    "-Wstrict-prototypes", "-Wredundant-decls", "-Wbad-function-cast", "-Wtraditional",
+    "-Wdeclaration-after-statement", "-Wsuggest-attribute=noreturn",
+)  # fmt: skip
+
+
+def _quietly(code: str) -> str:
+    ignored = "".join(f'#pragma GCC diagnostic ignored "{w}"\n' for w in _QUIET_WARNINGS)
+    return f"#pragma GCC diagnostic push\n{ignored}{code}\n#pragma GCC diagnostic pop\n"
 
 
 def splice(
@@ -133,7 +154,7 @@ def splice(
         pos = span.close_brace + 1
     pieces.append(source[pos:])
     if trampolines:
-        pieces.append("\n" + "\n".join(trampoline(fn) for fn in trampolines.values()) + "\n")
-    header = "\n".join(prototype(fn, globals_) for fn, _ in bodies.values())
+        pieces.append("\n" + _quietly("\n".join(trampoline(fn) for fn in trampolines.values())))
+    header = _quietly("\n".join(prototype(fn, globals_) for fn, _ in bodies.values()))
     escaped = filename.replace("\\", "\\\\").replace('"', '\\"')
     return f'{header}\n#line 1 "{escaped}"\n' + "".join(pieces)
