@@ -12,10 +12,13 @@ BASELINE_ARGS ?=
 # Extra arguments for the benchmark suite, e.g. `make bench BENCH_ARGS="--kernels gemm,lu"`.
 BENCH_ARGS ?=
 
+# Extra arguments for the real code bases' builds, e.g. `make real-world REAL_WORLD_ARGS="--projects zlib"`.
+REAL_WORLD_ARGS ?=
+
 # Extra arguments for the compile-time fuzz run, e.g. `make fuzz FUZZ_ARGS="--count 200 --seed 5000"`.
 FUZZ_ARGS ?=
 
-.PHONY: setup run test lint baseline bench bench-mini bench-setup fuzz
+.PHONY: setup run test lint baseline bench bench-mini bench-setup fuzz real-world
 
 setup:
 	@bash scripts/setup.sh
@@ -57,3 +60,9 @@ fuzz: setup
 	$(PY) tests/fuzz/check_ub.py 0 1000 --hard --jobs 2
 	$(PY) tests/fuzz/compile_time.py --count 1000 --kernels $(FUZZ_ARGS)
 	POLYFLOW_FUZZ_COUNT=1000 POLYFLOW_FUZZ_OPT_LEVEL=3 $(VENV)/bin/pytest -n 2 -q tests/test_random_programs.py
+
+# Real C code bases (Debian's zlib, cJSON, GSL) built by their own build systems with gcc and with
+# polyflow-cc, their own test suites run; timings and what polyflow compiled go to
+# real_world/results/<date>.{md,json} (scripts/real_world.py).
+real-world: setup
+	$(PY) scripts/real_world.py $(REAL_WORLD_ARGS)

@@ -330,3 +330,27 @@ def test_calls_to_functions_of_other_units_go_through_trampolines(tmp_path: Path
     assert units["k.c"]["compiled"] == ["scale_all"] == units["k.c"]["optimized"]
     assert units["k.c"]["loop_functions"] == ["scale_all"]
     assert "printf" in units["lib.c"]["fallbacks"]["report_error"]
+
+
+def test_static_functions_of_the_same_name_in_two_units(tmp_path: Path) -> None:
+    # polyflow's entries (__polyflow_work) are local to each object and each assembly file
+    for unit in ("a", "b"):
+        (tmp_path / f"{unit}.c").write_text(
+            "static void work(int n, double *x) { for (int i = 0; i < n; i++) x[i] += 1; }\n"
+            f"double run_{unit}(int n, double *x) {{\n"
+            "  work(n, x); double s = 0; for (int i = 0; i < n; i++) s += x[i]; return s;\n}\n"
+        )
+    (tmp_path / "m.c").write_text(
+        "#include <stdio.h>\ndouble run_a(int, double *); double run_b(int, double *);\n"
+        "int main(void) { double x[10] = {0}; double a = run_a(10, x);\n"
+        '  printf("%f %f\\n", a, run_b(10, x)); return 0; }\n'
+    )
+    subprocess.run(["gcc", "-O2", "m.c", "a.c", "b.c", "-o", "ref"], cwd=tmp_path, check=True)
+    for flag, suffix in (("-c", "o"), ("-S", "s")):
+        subprocess.run([*_cc(), "-O3", flag, "a.c", "b.c"], cwd=tmp_path, check=True)
+        subprocess.run(
+            [*_cc(), "m.c", f"a.{suffix}", f"b.{suffix}", "-o", f"prog-{suffix}"],
+            cwd=tmp_path,
+            check=True,
+        )
+        assert _run(tmp_path / f"prog-{suffix}") == _run(tmp_path / "ref")

@@ -149,7 +149,9 @@ def test_the_shared_library_and_header_call_like_the_c_function(
     status, body = server.compile({"language": "c", "source": source, "options": {"opt_level": 3}})
     assert status == 200, body
     header = base64.b64decode(body["artifacts"]["kernel.h"]).decode()
-    assert "void __polyflow_axpb(int, double, void *, void *, void *);" in header, header
+    assert (
+        "void __polyflow_axpb(int, double, const void *, const void *, const void *);" in header
+    ), header
     library = tmp_path / "kernel.so"
     library.write_bytes(base64.b64decode(body["artifacts"]["kernel.so"]))
     # at -O3 the loop runs on OpenMP threads: the library needs libiomp5, and a note says so

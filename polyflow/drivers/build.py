@@ -23,6 +23,7 @@ from polyflow.errors import CompileError, SourcePosition
 from polyflow.frontend.c import CFunction, CModule
 from polyflow.frontend.c_analysis import walk
 from polyflow.frontend.c_parse import preprocessor_flags
+from polyflow.ir.names import CABI_PREFIX
 from polyflow.lowering.llvm_ir import compile_llvm_ir_to_object
 from polyflow.options import EmitStage, Options
 from polyflow.pipeline import stage_text
@@ -252,6 +253,13 @@ def build_program(
             report.parallel_functions = kernels.parallel_functions
         if not link:  # one relocatable object, as cc -c writes it
             _run_cc([options.cc, "-r", "-o", str(output), str(rest), *objects], "joining", filename)
+            # polyflow's entries and trampolines are the unit's own: two units with a static
+            # function of the same name must not clash at the link
+            _run_cc(
+                ["objcopy", "--wildcard", f"--localize-symbol={CABI_PREFIX}*", str(output)],
+                "localizing polyflow's symbols in",
+                filename,
+            )
             report.timings["cc+link"] = time.perf_counter() - start
             return report
         runtime = openmp_link_flags(filename) if report.parallel else []
@@ -292,13 +300,18 @@ def _write_assembly(
             _give_up_on_mlir(report, filename, exc)
             spliced.write_text(text)
     _run_cc([*_rest_command(spliced, rest, options, source_dir, filename), "-S"], "compiling", filename)
-    output.write_text(rest.read_text() + assembly)
+    output.write_text(_local_entries(rest.read_text() + assembly))
 
 
 def separate_local_labels(assembly: str) -> str:
     """llc's assembly with its local labels (`.LBB0_1`, `.LCPI0_0`, `.Lfunc_end0`) renamed
     apart from gcc's (`.L2`, `.LC0`), so that the two can be assembled as one file."""
     return re.sub(r"(?<![\w.$])\.L(?=[\w$])", ".Lpolyflow_", assembly)
+
+
+def _local_entries(assembly: str) -> str:
+    """`assembly` with polyflow's entries and trampolines not exported (see the object path)."""
+    return re.sub(rf"^\s*\.globl\s+{CABI_PREFIX}\w*[^\n]*\n", "", assembly, flags=re.M)
 
 
 # --emit=STAGE → the pipeline stage to stop after ('schedule' prints what 'affine-opt' recorded).

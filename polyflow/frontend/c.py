@@ -148,6 +148,8 @@ def emit_c_module(
         for name, f in functions.items():
             if name not in skipped:
                 _emit_one(module, scope, functions, f, external, emitted, skipped)
+                if name in skipped and external is not None and not f.unpacked:
+                    external[name] = f  # later callers reach it through its trampoline
         # Callers of functions left to the C compiler: call them through trampolines, or give up.
         changed = True
         while changed:
@@ -260,7 +262,7 @@ def _external(
         return None
     out: dict[str, CFunction] = {}
     for name, fdef in scope.defs.items():
-        if name in functions and name not in skipped:
+        if name in functions and (name not in skipped or functions[name].unpacked):
             continue
         try:
             out[name] = functions[name] if name in functions else scope.interface(fdef)

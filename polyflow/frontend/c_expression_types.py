@@ -58,6 +58,7 @@ class ExpressionTypes:
         # C-ABI trampolines (driver builds only); filled with the ones it actually calls.
         self.external = external
         self.called_externally: dict[str, CFunction] = {}
+        self.module: ir.Module | None = None  # set by emit()
         self.statement_count = 0
         self.statement: str | None = None
         self.scopes: list[dict[str, Var]] = [{}]

@@ -5,6 +5,8 @@ applies (the type of an expression, conversions) are its base, `ExpressionTypes`
 
 from __future__ import annotations
 
+import hashlib
+
 from mlir import ir
 from mlir.dialects import arith, func, llvm, memref, scf
 from pycparser import c_ast
@@ -30,7 +32,9 @@ from polyflow.frontend.c_types import (
     Scalar,
     Unsupported,
     Void,
+    c_string_bytes,
     integer_promote,
+    is_string_literal,
     usual_arithmetic_conversion,
 )
 from polyflow.ir.names import TRAMPOLINE_PREFIX
@@ -331,6 +335,9 @@ class ExpressionEmitter(ExpressionTypes):
     def emit_call(self, node: c_ast.FuncCall) -> list[tuple[ir.Value, Scalar]]:
         name = self.callee_name(node)
         args = node.args.exprs if node.args else []
+        for known in (self.functions, self.external or {}):
+            if name in known and known[name].unpacked:
+                raise Unsupported(f"'{name}' takes a struct (its fields were unpacked)", node)
         if self.external is not None and name in self.external:
             return self.emit_external_call(self.external[name], args, node)
         if name in self.functions:
@@ -382,7 +389,10 @@ class ExpressionEmitter(ExpressionTypes):
         ptr = ir.Type.parse("!llvm.ptr")
         operands: list[ir.Value] = []
         for arg, (pname, ptype) in zip(args, callee.params, strict=True):
-            if isinstance(ptype, Array):
+            if isinstance(ptype, Array) and is_string_literal(arg):
+                # an error message, __FILE__: a constant of the module, passed by address
+                operands.append(self.string_constant(arg))
+            elif isinstance(ptype, Array):
                 base = memref.extract_aligned_pointer_as_index(
                     self.array_argument(arg, ptype, pname)
                 )
@@ -395,6 +405,23 @@ class ExpressionEmitter(ExpressionTypes):
             results, ir.FlatSymbolRefAttr.get(TRAMPOLINE_PREFIX + callee.name), operands
         )
         return [] if isinstance(callee.ret, Void) else [(call.results[0], callee.ret)]
+
+    def string_constant(self, node: c_ast.Constant) -> ir.Value:
+        """The address of a private constant holding C string literal `node` (NUL-terminated),
+        one per distinct string in the module."""
+        data = c_string_bytes(str(node.value), node) + b"\0"
+        name = f"__polyflow_str_{hashlib.sha1(data).hexdigest()[:16]}"
+        module = self.module
+        assert module is not None
+        if name not in self.file.string_constants:
+            text = "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:02X}" for b in data)
+            op = ir.Operation.parse(
+                f'llvm.mlir.global private constant @{name}("{text}") '
+                f"{{addr_space = 0 : i32}} : !llvm.array<{len(data)} x i8>"
+            )
+            ir.InsertionPoint.at_block_begin(module.body).insert(op)
+            self.file.string_constants.add(name)
+        return llvm.mlir_addressof(ir.Type.parse("!llvm.ptr"), name)
 
     def array_argument(self, arg: c_ast.Node, ptype: Array, pname: str) -> ir.Value:
         if not isinstance(arg, c_ast.ID):

@@ -11,6 +11,7 @@ from pycparser import c_ast
 
 from polyflow.frontend import c_analysis as ana
 from polyflow.frontend.c_parse import ParsedC, is_stand_in_header
+from polyflow.frontend.c_struct_params import struct_of_pointer, unpack_struct_parameters
 from polyflow.frontend.c_types import (
     INT,
     KNOWN_TYPEDEFS,
@@ -41,6 +42,9 @@ class CFunction:
     node: c_ast.FuncDef
     globals: list[str] = field(default_factory=list)
     callees: set[str] = field(default_factory=set)
+    # struct pointer parameters replaced by the fields it reads (c_struct_params.py): callers
+    # pass the struct, so only the C compiler's forwarding body can call the compiled code
+    unpacked: bool = False
 
 
 @dataclass
@@ -96,6 +100,10 @@ class FileScope:
         # in the stand-in system headers the parse reads, whose types are not the real ones)
         self.prototypes: dict[str, c_ast.Decl] = {}
         self.bad_globals: dict[str, Unsupported] = {}
+        # the module's string constants (c_expressions.string_constant), by symbol name
+        self.string_constants: set[str] = set()
+        self.structs: dict[str, c_ast.Struct] = {}  # struct definitions, by tag
+        self._interfaces: dict[int, CFunction] = {}
         for ext in parsed.ast.ext:
             self._collect_enums(ext)
             if isinstance(ext, c_ast.Typedef):
@@ -122,6 +130,8 @@ class FileScope:
 
     def _collect_enums(self, node: c_ast.Node) -> None:
         for n in ana.walk(node):
+            if isinstance(n, c_ast.Struct) and n.name and n.decls is not None:
+                self.structs.setdefault(n.name, n)
             if isinstance(n, c_ast.EnumeratorList):
                 value = -1
                 for e in n.enumerators:
@@ -202,7 +212,11 @@ class FileScope:
             return dim
 
     def interface(self, fdef: c_ast.FuncDef) -> CFunction:
-        return self._interface(fdef.decl, fdef)
+        # once per definition: unpacking struct parameters rewrites the body (c_struct_params)
+        known = self._interfaces.get(id(fdef))
+        if known is None:
+            known = self._interfaces[id(fdef)] = self._interface(fdef.decl, fdef)
+        return known
 
     def prototype_interface(self, name: str) -> CFunction:
         """The interface of a function this file only declares (`prototypes`), for calls to it
@@ -218,6 +232,7 @@ class FileScope:
         if isinstance(ret, Array):
             raise Unsupported("functions returning pointers are not supported", decl)
         params: list[tuple[str, Scalar | Array]] = []
+        struct_params: dict[str, c_ast.Struct] = {}
         for p in ftype.args.params if ftype.args else []:
             if isinstance(p, c_ast.EllipsisParam):
                 raise Unsupported("variadic functions are not supported", p)
@@ -229,10 +244,20 @@ class FileScope:
                     raise Unsupported("unnamed parameter", p)
                 params.append((f"arg{len(params)}", t))
                 continue
-            t = self.resolve(p.type, allow_vla=True)
+            try:
+                t = self.resolve(p.type, allow_vla=True)
+            except Unsupported:
+                struct = struct_of_pointer(self, p.type) if fdef.body is not None else None
+                if struct is None:
+                    raise
+                struct_params[p.name] = struct  # its fields may become parameters
+                continue
             if isinstance(t, Void):
                 raise Unsupported("void parameter", p)
             params.append((p.name, t))
+        if struct_params:
+            params = unpack_struct_parameters(self, fdef, struct_params, params)
+            return CFunction(decl.name, params, ret, fdef, unpacked=True)
         return CFunction(decl.name, params, ret, fdef)
 
 

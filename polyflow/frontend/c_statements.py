@@ -463,6 +463,7 @@ class FunctionEmitter(ExpressionEmitter):
     # ----- the function
     def emit(self, module: ir.Module) -> func.FuncOp:
         fn = self.fn
+        self.module = module
         arg_types = [mlir_type(t) for _, t in fn.params] + [
             global_mlir_type(self.file.globals[g].type) for g in fn.globals
         ]

@@ -170,3 +170,53 @@ def usual_arithmetic_conversion(a: Scalar, b: Scalar) -> Scalar:
     if unsigned.bits >= signed.bits:
         return unsigned
     return signed  # the signed type is wider, so it holds every value of the unsigned one
+
+
+def is_string_literal(node: c_ast.Node) -> bool:
+    """Whether `node` is a narrow string literal ("text", not L"text")."""
+    return (
+        isinstance(node, c_ast.Constant)
+        and node.type == "string"
+        and str(node.value).startswith('"')
+    )
+
+
+_SIMPLE_ESCAPES = {
+    "n": 10, "t": 9, "r": 13, "a": 7, "b": 8, "f": 12, "v": 11, "\\": 92, "'": 39, '"': 34,
+    "?": 63,
+}  # fmt: skip
+
+
+def c_string_bytes(literal: str, node: c_ast.Node | None = None) -> bytes:
+    """The bytes of C string literal `literal` (with its quotes; adjacent literals already
+    joined), escapes decoded, UTF-8 for the rest; no terminating NUL."""
+    body = literal[1:-1]
+    out = bytearray()
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c != "\\":
+            out += c.encode()
+            i += 1
+            continue
+        e = body[i + 1] if i + 1 < len(body) else ""
+        if e in _SIMPLE_ESCAPES:
+            out.append(_SIMPLE_ESCAPES[e])
+            i += 2
+        elif e in "01234567" and e:
+            j = i + 1
+            while j < len(body) and j < i + 4 and body[j] in "01234567":
+                j += 1
+            out.append(int(body[i + 1 : j], 8) & 0xFF)
+            i = j
+        elif e == "x":
+            j = i + 2
+            while j < len(body) and body[j] in "0123456789abcdefABCDEF":
+                j += 1
+            if j == i + 2:
+                raise Unsupported("malformed \\x escape in a string literal", node)
+            out.append(int(body[i + 2 : j], 16) & 0xFF)
+            i = j
+        else:
+            raise Unsupported(f"escape '\\{e}' in a string literal is not supported", node)
+    return bytes(out)

@@ -1,0 +1,274 @@
+"""Struct pointer parameters whose fields are read, unpacked into plain parameters.
+
+Numerical C passes its arrays in small structs (`gsl_vector *v` with `v->data`, `v->size`,
+`v->stride`). polyflow has no struct types, but a function that only *reads* a parameter's
+fields can take the fields' values instead: the compiled function gets one parameter per field
+it uses (`v->size` a scalar, `v->data` an array of unknown extent), and the C compiler's
+forwarding body passes `v->size, v->data, ...` (c_splice.py). The fields are then read once, at
+the call, instead of where the function reads them; that is the same value only when nothing
+between can change them, so the unpacking is done only where polyflow can show it:
+
+- the parameter is used only as `p->field` (never passed on, compared, assigned or taken the
+  address of), and no field is assigned, incremented or taken the address of;
+- `p` is dereferenced unconditionally at the start of the body (so reading every field at the
+  call is as valid as the function's own first read);
+- every call to a function other than math.h's is followed only by a `return` that reads no
+  field (GSL_ERROR's `gsl_error(...); return code;`): nothing after it sees a changed field;
+- no array the function reaches may alias a field under C's type rules: no element type is
+  a character type or the type of a field it reads, and no field is volatile.
+Otherwise the function keeps the reason and stays with the C compiler, as before.
+"""
+
+from __future__ import annotations
+
+from pycparser import c_ast
+
+from polyflow.frontend import c_analysis as ana
+from polyflow.frontend.c_builtins import is_math_function
+from polyflow.frontend.c_types import Array, Scalar, Unsupported
+
+# How a struct pointer parameter's field is named among the compiled function's parameters:
+# the C expression the forwarding body passes (never a C identifier, so no clash).
+ARROW = "->"
+
+
+def struct_of_pointer(scope: object, node: c_ast.Node) -> c_ast.Struct | None:
+    """The struct definition a parameter of declarator `node` points to (`struct s *p`,
+    `const T *p` with `typedef struct {...} T`), or None."""
+    if not isinstance(node, c_ast.PtrDecl) or not isinstance(node.type, c_ast.TypeDecl):
+        return None
+    inner = node.type.type
+    typedefs: dict[str, c_ast.Node] = scope.typedefs  # type: ignore[attr-defined]
+    structs: dict[str, c_ast.Struct] = scope.structs  # type: ignore[attr-defined]
+    for _ in range(8):  # typedef chains
+        if isinstance(inner, c_ast.IdentifierType) and len(inner.names) == 1:
+            target = typedefs.get(inner.names[0])
+            if not isinstance(target, c_ast.TypeDecl):
+                return None
+            inner = target.type
+            continue
+        break
+    if not isinstance(inner, c_ast.Struct):
+        return None
+    if inner.decls is None:
+        return structs.get(inner.name) if inner.name else None
+    return inner
+
+
+def unpack_struct_parameters(
+    scope: object,
+    fdef: c_ast.FuncDef,
+    struct_params: dict[str, c_ast.Struct],
+    plain: list[tuple[str, Scalar | Array]],
+) -> list[tuple[str, Scalar | Array]]:
+    """The parameter list of `fdef` with each of `struct_params` (name → struct) replaced by
+    the fields the body reads (`p->f`), in order of first use; the body's `p->f` become
+    identifiers of those names. `plain` holds the other parameters' types, by name, in order.
+    Unsupported when the unpacking cannot be shown to keep the function's meaning."""
+    body = fdef.body
+    parents = _parents(body)
+    refs: dict[str, list[c_ast.StructRef]] = {p: [] for p in struct_params}
+    for node in ana.walk(body):
+        if isinstance(node, c_ast.ID) and node.name in struct_params:
+            parent = parents.get(id(node))
+            if not (
+                isinstance(parent, c_ast.StructRef) and parent.type == ARROW and parent.name is node
+            ):
+                raise Unsupported(
+                    f"struct parameter '{node.name}' is used other than as '{node.name}->field'",
+                    node,
+                )
+            refs[node.name].append(parent)
+    fields: dict[str, Scalar | Array] = {}
+    for p, uses in refs.items():
+        for ref in uses:
+            _check_read_only(ref, parents)
+            name = f"{p}{ARROW}{ref.field.name}"
+            if name not in fields:
+                fields[name] = _field_type(scope, struct_params[p], ref)
+        if uses and not _dereferenced_at_start(body, p):
+            raise Unsupported(
+                f"struct parameter '{p}' is not dereferenced unconditionally at the start", fdef
+            )
+    _check_calls(body, parents, set(struct_params))
+    _check_type_aliasing(scope, fdef, fields, plain)
+    for p, uses in refs.items():
+        for ref in uses:
+            _replace(parents[id(ref)], ref, c_ast.ID(f"{p}{ARROW}{ref.field.name}", ref.coord))
+    params: list[tuple[str, Scalar | Array]] = []
+    plain_types = dict(plain)
+    for decl in fdef.decl.type.args.params if fdef.decl.type.args else []:
+        name = getattr(decl, "name", None)
+        if name in struct_params:
+            params += [(f, t) for f, t in fields.items() if f.startswith(f"{name}{ARROW}")]
+        elif name in plain_types:
+            params.append((name, plain_types[name]))
+    return params
+
+
+def _parents(root: c_ast.Node) -> dict[int, c_ast.Node]:
+    parents: dict[int, c_ast.Node] = {}
+    for node in ana.walk(root):
+        for _, child in node.children():
+            parents[id(child)] = node
+    return parents
+
+
+def _check_read_only(ref: c_ast.StructRef, parents: dict[int, c_ast.Node]) -> None:
+    parent = parents.get(id(ref))
+    if isinstance(parent, c_ast.Assignment) and parent.lvalue is ref:
+        raise Unsupported(f"field '{ref.field.name}' of a struct parameter is assigned", ref)
+    if isinstance(parent, c_ast.UnaryOp) and parent.op in ("++", "--", "p++", "p--", "&"):
+        raise Unsupported(
+            f"field '{ref.field.name}' of a struct parameter is modified or its address taken",
+            ref,
+        )
+    if isinstance(parent, c_ast.StructRef) and parent.name is ref:
+        raise Unsupported("nested struct fields are not supported", ref)
+
+
+def _field_type(scope: object, struct: c_ast.Struct, ref: c_ast.StructRef) -> Scalar | Array:
+    for decl in struct.decls or []:
+        if isinstance(decl, c_ast.Decl) and decl.name == ref.field.name:
+            if "volatile" in (decl.quals or []) or _volatile(decl.type):
+                raise Unsupported(f"field '{decl.name}' is volatile", ref)
+            t = scope.resolve(decl.type, allow_vla=False)  # type: ignore[attr-defined]
+            if isinstance(t, Scalar | Array):
+                return t
+            raise Unsupported(f"field '{decl.name}' has type '{t}'", ref)
+    raise Unsupported(f"no field '{ref.field.name}' in the struct", ref)
+
+
+def _volatile(node: c_ast.Node) -> bool:
+    while node is not None:
+        if "volatile" in (getattr(node, "quals", None) or []):
+            return True
+        node = getattr(node, "type", None)
+    return False
+
+
+def _unconditional(node: c_ast.Node) -> list[c_ast.Node]:
+    """The nodes of expression `node` that are evaluated whenever it is (not under ?:'s
+    branches, nor the right side of && and ||)."""
+    out: list[c_ast.Node] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n is None:
+            continue
+        out.append(n)
+        if isinstance(n, c_ast.TernaryOp):
+            stack.append(n.cond)
+        elif isinstance(n, c_ast.BinaryOp) and n.op in ("&&", "||"):
+            stack.append(n.left)
+        else:
+            stack += [child for _, child in n.children()]
+    return out
+
+
+def _dereferenced_at_start(body: c_ast.Compound, p: str) -> bool:
+    """Whether the body reads some `p->f` before any control flow can skip it."""
+    for item in body.block_items or []:
+        if isinstance(item, c_ast.Decl):
+            expr = item.init
+        elif isinstance(item, c_ast.If):
+            expr = item.cond
+        elif isinstance(item, (c_ast.Assignment, c_ast.UnaryOp, c_ast.BinaryOp)):
+            expr = item
+        elif isinstance(item, c_ast.Return):
+            expr = item.expr
+        else:
+            return False
+        for n in _unconditional(expr) if expr is not None else []:
+            if isinstance(n, c_ast.StructRef) and isinstance(n.name, c_ast.ID) and n.name.name == p:
+                return True
+        if isinstance(item, (c_ast.If, c_ast.Return)):
+            return False
+        if expr is not None and any(isinstance(n, c_ast.FuncCall) for n in ana.walk(expr)):
+            return False  # a call could end the program before the first read
+    return False
+
+
+def _check_calls(body: c_ast.Compound, parents: dict[int, c_ast.Node], params: set[str]) -> None:
+    for node in ana.walk(body):
+        if not isinstance(node, c_ast.FuncCall):
+            continue
+        name = node.name.name if isinstance(node.name, c_ast.ID) else None
+        if name is not None and is_math_function(name):
+            continue
+        if not _followed_only_by_return(node, parents, params):
+            raise Unsupported(
+                f"calls '{name or 'a function'}' with struct parameters' fields read after it "
+                "(the callee could change them)",
+                node,
+            )
+
+
+def _followed_only_by_return(
+    call: c_ast.FuncCall, parents: dict[int, c_ast.Node], params: set[str]
+) -> bool:
+    statement: c_ast.Node = call
+    parent = parents.get(id(call))
+    while parent is not None and not isinstance(parent, (c_ast.Compound, c_ast.Return)):
+        if isinstance(parent, (c_ast.Assignment, c_ast.Cast, c_ast.ExprList)):
+            statement, parent = parent, parents.get(id(parent))
+            continue
+        return False  # a call inside a larger expression or a condition
+    if isinstance(parent, c_ast.Return):
+        return True  # its arguments are read before it; nothing runs after
+    if not isinstance(parent, c_ast.Compound):
+        return False
+    items = parent.block_items or []
+    rest = items[[id(i) for i in items].index(id(statement)) + 1 :]
+    if not rest or not isinstance(rest[-1], c_ast.Return):
+        return False
+    for item in rest:
+        if not isinstance(item, (c_ast.Return, c_ast.Assignment, c_ast.Decl)):
+            return False
+        for n in ana.walk(item):
+            if isinstance(n, c_ast.FuncCall) or (isinstance(n, c_ast.ID) and n.name in params):
+                return False
+    return True
+
+
+def _check_type_aliasing(
+    scope: object,
+    fdef: c_ast.FuncDef,
+    fields: dict[str, Scalar | Array],
+    plain: list[tuple[str, Scalar | Array]],
+) -> None:
+    """C's type rules let a store through a `T *` change a field only if T is a character type
+    or the field's type: no array the function reaches may be one."""
+    field_types = {(t.bits, t.is_float) for t in fields.values() if isinstance(t, Scalar)}
+    arrays = [t for t in fields.values() if isinstance(t, Array)]
+    arrays += [t for _, t in plain if isinstance(t, Array)]
+    globals_: dict[str, object] = scope.globals  # type: ignore[attr-defined]
+    for name in ana.referenced_names(fdef.body):
+        g = globals_.get(name)
+        if g is not None and isinstance(getattr(g, "type", None), Array):
+            arrays.append(g.type)  # type: ignore[attr-defined]
+    for a in arrays:
+        if a.elem.bits == 8 or (a.elem.bits, a.elem.is_float) in field_types:
+            raise Unsupported(
+                f"an array of '{a.elem}' could hold a struct parameter's field (C's aliasing rules)",
+                fdef.decl,
+            )
+
+
+def _replace(parent: c_ast.Node, old: c_ast.Node, new: c_ast.Node) -> None:
+    for slot in parent.__slots__:
+        if slot in ("coord", "__weakref__"):
+            continue
+        value = getattr(parent, slot, None)
+        if value is old:
+            setattr(parent, slot, new)
+            return
+        if isinstance(value, list):
+            for k, item in enumerate(value):
+                if item is old:
+                    value[k] = new
+                    return
+    raise AssertionError("the struct field reference is not a child of its parent")
+
+
+__all__ = ["ARROW", "struct_of_pointer", "unpack_struct_parameters"]

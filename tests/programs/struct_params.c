@@ -1,0 +1,96 @@
+// polyflow: compiled=vec_scale,vec_add,mat_trace_prod,vec_sum_checked
+// polyflow: fallback=mat_mul,vec_isnull,vec_len_or,perm_fill,vec_bump
+// Struct pointer parameters whose fields are only read (GSL's vectors and matrices): the
+// fields become parameters. Where that could change the meaning (a conditional first
+// dereference, the pointer itself used, a store that may alias a field, a field written or read
+// after a call), the function stays with cc.
+#include <stdio.h>
+#include <stddef.h>
+typedef struct { size_t size; size_t stride; double *data; int owner; } vec;
+typedef struct mat_s { size_t size1, size2, tda; double *data; } mat;
+struct perm { size_t size; size_t *data; };
+void report(const char *reason, const char *file, int line, int code) {
+  printf("error: %s (%s:%d) %d\n", reason, file, line, code);
+}
+#define REPORT(reason, code) do { report(reason, __FILE__, __LINE__, code); return code; } while (0)
+int vec_scale(vec *a, const double x) {
+  const size_t N = a->size;
+  const size_t stride = a->stride;
+  size_t i;
+  for (i = 0; i < N; i++) a->data[i * stride] *= x;
+  return 0;
+}
+int vec_add(vec *a, const vec *b) {
+  const size_t N = a->size;
+  if (b->size != N) {
+    REPORT("vectors must have the \"same\" length\t!", 19);
+  } else {
+    const size_t sa = a->stride, sb = b->stride;
+    size_t i;
+    for (i = 0; i < N; i++) a->data[i * sa] += b->data[i * sb];
+    return 0;
+  }
+}
+double vec_sum_checked(const vec *v, int limit) {
+  double s = 0;
+  size_t i;
+  if (v->size > (size_t)limit) REPORT("too long", -1);
+  for (i = 0; i < v->size; i++) s += v->data[i * v->stride];
+  return s;
+}
+double mat_trace_prod(const mat *m, const mat *n) {
+  double s = 0;
+  size_t i, j;
+  if (m->size1 != n->size2) return -1;
+  for (i = 0; i < m->size1; i++)
+    for (j = 0; j < m->size2; j++)
+      s += m->data[i * m->tda + j] * n->data[j * n->tda + i];
+  return s;
+}
+void mat_mul(mat *c, const mat *a, const mat *b) {  // b is first read inside the loops
+  size_t i, j, k;
+  size_t M = c->size1, N = c->size2, K = a->size2;
+  for (i = 0; i < M; i++)
+    for (j = 0; j < N; j++) {
+      double t = 0;
+      for (k = 0; k < K; k++) t += a->data[i * a->tda + k] * b->data[k * b->tda + j];
+      c->data[i * c->tda + j] = t;
+    }
+}
+int vec_isnull(const vec *v) { if (v == 0) return 1; return v->size == 0; }
+size_t vec_len_or(const vec *v, int n) {
+  size_t s = 0;
+  if (n > 0) s = v->size;
+  for (int i = 0; i < n; i++) s += i;
+  return s;
+}
+void perm_fill(struct perm *p) {  // a store to p->data[i] (size_t) may change p->size
+  size_t n = p->size;
+  for (size_t i = 0; i < n; i++) p->data[i] = p->size - i;
+}
+void vec_bump(vec *v, int n) {  // writes a field
+  size_t s = v->stride;
+  for (int i = 0; i < n; i++) v->size += s;
+}
+static double d1[300], d2[300], ma[64 * 64], mb[64 * 64], mc[64 * 64];
+int main(void) {
+  for (int i = 0; i < 300; i++) { d1[i] = i; d2[i] = 300 - i; }
+  vec a = {100, 3, d1, 0}, b = {100, 2, d2, 0}, c = {99, 1, d2, 0};
+  vec_scale(&a, 1.5);
+  vec_add(&a, &b);
+  printf("%d\n", vec_add(&a, &c));
+  double s = 0;
+  for (int i = 0; i < 300; i++) s += d1[i];
+  printf("%.3f %.3f %.3f\n", s, vec_sum_checked(&a, 200), vec_sum_checked(&a, 50));
+  for (int i = 0; i < 64 * 64; i++) { ma[i] = i % 7; mb[i] = i % 5; }
+  mat A = {60, 62, 64, ma}, B = {62, 60, 64, mb}, C = {60, 60, 64, mc};
+  mat_mul(&C, &A, &B);
+  printf("%.1f %.1f\n", mc[0], mc[59 * 64 + 59]);
+  size_t pd[10];
+  struct perm p = {10, pd};
+  perm_fill(&p);
+  vec_bump(&c, 3);
+  printf("%.1f %d %zu %zu %zu %zu\n", mat_trace_prod(&A, &B), vec_isnull(&a), vec_len_or(0, 0),
+         vec_len_or(&a, 3), pd[3], c.size);
+  return 0;
+}
