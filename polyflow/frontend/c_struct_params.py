@@ -98,11 +98,11 @@ def unpack_struct_parameters(
     params: list[tuple[str, Scalar | Array]] = []
     plain_types = dict(plain)
     for decl in fdef.decl.type.args.params if fdef.decl.type.args else []:
-        name = getattr(decl, "name", None)
-        if name in struct_params:
-            params += [(f, t) for f, t in fields.items() if f.startswith(f"{name}{ARROW}")]
-        elif name in plain_types:
-            params.append((name, plain_types[name]))
+        pname = getattr(decl, "name", None)
+        if pname in struct_params:
+            params += [(f, t) for f, t in fields.items() if f.startswith(f"{pname}{ARROW}")]
+        elif pname in plain_types:
+            params.append((pname, plain_types[pname]))
     return params
 
 
