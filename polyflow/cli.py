@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 from polyflow.errors import CompileError
-from polyflow.options import TC_DEFAULTS, EmitStage, PipelineStage
+from polyflow.options import BUILD_DEFAULTS, TC_DEFAULTS, EmitStage, PipelineStage
 from polyflow.report import CompileReport
 
 EMITS = list(get_args(EmitStage))
@@ -43,29 +43,42 @@ def _build_parser() -> argparse.ArgumentParser:
         "-I -D -L -l ...; also the polyflow-cc command, for CC=polyflow-cc)",
         add_help=False,
     )
+    sub.add_parser(
+        "explain",
+        help="one row per loop nest of a C file: raised? scheduled? tiled? parallel? "
+        "micro-kernel? with the reasons and source lines",
+        add_help=False,
+    )
     build = sub.add_parser(
-        "build", help="compile a C file into an executable (or an intermediate stage)"
+        "build",
+        help="compile a C file into an executable (or an intermediate stage)",
+        description="Compile a C file: the functions polyflow can compile go through MLIR, "
+        "the rest through the C compiler, linked into one program. The default is -O3, the "
+        "polyhedral stage (isl scheduling: fusion, tiling, parallel loops, micro-kernels); "
+        "-O2 raises loops to affine and optimizes with LLVM only; -O0 leaves everything to "
+        "the C compiler. For builds of several files, use polyflow cc (gcc's command line).",
     )
     build.add_argument("source", help="the C file")
     build.add_argument("-o", "--output", help="output path ('-' for stdout with text stages)")
-    build.add_argument(
+    groups = add_option_arguments(build, c_build=True, defaults=BUILD_DEFAULTS)
+    debugging = groups["debugging and reports"]
+    debugging.add_argument(
         "--emit", choices=EMITS, default="exe", help="stop after this stage and write it"
     )
-    add_option_arguments(build, c_build=True)
-    build.add_argument(
+    debugging.add_argument(
         "--report",
         action="store_true",
         help="print what raising to affine made of each loop, and why not, and what the -O3 "
         "stage skipped, tiled, ran in parallel and turned into micro-kernels, on stderr",
     )
-    build.add_argument(
+    debugging.add_argument(
         "--report-json",
         metavar="PATH",
         help="write the compile report (versioned JSON: every remark of every stage, with "
         "source positions; the schedule trees; the timings) to PATH",
     )
-    build.add_argument("--time", action="store_true", help="print the time of each stage")
-    build.add_argument(
+    debugging.add_argument("--time", action="store_true", help="print the time of each stage")
+    debugging.add_argument(
         "--no-cache",
         dest="cache",
         action="store_false",
@@ -115,7 +128,7 @@ def add_option_arguments(
     *,
     c_build: bool,
     defaults: Mapping[str, Any] | None = None,
-) -> None:
+) -> dict[str, Any]:
     """A flag for each `Options` field, derived from the model: its name (`tile_sizes` is
     `--tile-sizes`, or the `flags` its metadata gives), help text and default; booleans get
     `--x` and `--no-x`, literals their choices. Fields of C builds only where `c_build`.
@@ -123,12 +136,16 @@ def add_option_arguments(
     from polyflow.options import Options
 
     defaults = defaults or {}
-    groups: dict[str, Any] = {}
+    groups: dict[str, Any] = {"common": parser.add_argument_group("common options")}
+    groups["scheduling: the polyhedral stage (-O3)"] = parser.add_argument_group(
+        "scheduling: the polyhedral stage (-O3)"
+    )
+    groups["debugging and reports"] = parser.add_argument_group("debugging and reports")
     for name, info in Options.model_fields.items():
         how: dict[str, Any] = dict(info.json_schema_extra or {})  # type: ignore[arg-type]
         if how.get("cli") is False or (how.get("c_only") and not c_build):
             continue
-        where: Any = parser
+        where: Any = groups["common"]
         if "group" in how:
             where = groups.setdefault(how["group"], parser.add_argument_group(how["group"]))
         flags = how.get("flags") or [f"--{name.replace('_', '-')}"]
@@ -151,6 +168,7 @@ def add_option_arguments(
                 metavar=how.get("metavar", None if kind == "choice" else name.upper()),
                 **common,
             )
+    return groups
 
 
 def _flag_kind(annotation: Any) -> str:
@@ -241,7 +259,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = _build_parser()
     args = parser.parse_args(_normalize_argv(argv))
     try:
-        options_from_args(args, TC_DEFAULTS if args.command == "tc" else None)
+        options_from_args(args, TC_DEFAULTS if args.command == "tc" else BUILD_DEFAULTS)
     except UsageError as exc:
         parser.error(str(exc))
     return args
@@ -285,15 +303,15 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "config":
         return _config(argv[1:])
     if argv in (["--version"], ["-V"]):
-        from polyflow.version import __version__
-
-        print(f"polyflow {__version__}")
+        print(version_text())
         return 0
+    if argv and argv[0] == "explain":
+        return _explain(argv[1:])
     args = parse_args(argv)
     try:
         if args.command == "tc":
             return _tc(args)
-        return _build(args, options_from_args(args))
+        return _build(args, options_from_args(args, BUILD_DEFAULTS))
     except CompileError as exc:
         print(exc.format(), file=sys.stderr)
         return 1
@@ -314,6 +332,62 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 3
+
+
+def _explain(argv: list[str]) -> int:
+    """`polyflow explain FILE [build options] [--json]`: the table of drivers/explain.py."""
+    from polyflow.drivers.explain import explain_c_file, render, to_json
+
+    as_json = "--json" in argv
+    argv = [a for a in argv if a != "--json"]
+    if not argv or argv[0] in ("-h", "--help"):
+        print(
+            "usage: polyflow explain FILE.c [build options, e.g. -O3 -march=native] [--json]\n"
+            "One row per loop nest: raised to affine? rescheduled? tiled (sizes)? parallel "
+            "(which line, or why not)? micro-kernel? with the reasons."
+        )
+        return 0 if argv else 2
+    args = parse_args(["build", *argv])
+    try:
+        rows = explain_c_file(args.source, options_from_args(args, BUILD_DEFAULTS))
+    except CompileError as exc:
+        print(exc.format(), file=sys.stderr)
+        return 1
+    print(to_json(rows) if as_json else render(rows, args.source), end="")
+    return 0
+
+
+def version_text() -> str:
+    """`polyflow --version`: polyflow's release and the versions of what it compiles with."""
+    import subprocess
+
+    from polyflow.options import Options
+    from polyflow.toolchain import llvm_bin
+    from polyflow.version import __version__
+
+    def package(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    def first_line(cmd: list[str], pattern: str = "") -> str:
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
+        except OSError:
+            return "not found"
+        lines = [line.strip() for line in out.splitlines() if pattern in line]
+        return lines[0] if lines else "unknown"
+
+    return "\n".join(
+        [
+            f"polyflow {__version__}",
+            f"MLIR {package('xtc-mlir-python-bindings')} (Python bindings)",
+            f"{first_line([str(llvm_bin('opt')), '--version'], 'LLVM version')} (opt, llc)",
+            f"isl via islpy {package('islpy')}",
+            f"C compiler: {first_line([Options().cc, '--version'])}",
+        ]
+    )
 
 
 def _config(argv: list[str]) -> int:

@@ -24,7 +24,8 @@ def _cli(**how: Any) -> dict[str, Any]:
     return how
 
 
-_POLYHEDRAL = _cli(group="polyhedral optimization (-O3)")
+_POLYHEDRAL = _cli(group="scheduling: the polyhedral stage (-O3)")
+_DEBUGGING = "debugging and reports"
 
 
 class Options(BaseModel):
@@ -250,12 +251,13 @@ class Options(BaseModel):
         default=False,
         description="-g: line tables for the functions compiled through MLIR (each instruction "
         "keeps its C line), so that gdb, perf and sanitizers show source lines",
-        json_schema_extra=_cli(flags=["-g", "--debug-info"]),
+        json_schema_extra=_cli(flags=["-g", "--debug-info"], group=_DEBUGGING),
     )
     debug_locations: bool = Field(
         default=False,
         description="print MLIR stages with each op's source location (loc(\"file.c\":line:col)), "
         "which maps the IR back to source lines",
+        json_schema_extra=_cli(group=_DEBUGGING),
     )
 
     @field_validator("tile_sizes")
@@ -293,3 +295,6 @@ class Options(BaseModel):
 # What the TC API (`polyflow.tc.define`, `polyflow tc`) compiles with unless told otherwise: kernels
 # are called in this process, so -O3 for this machine.
 TC_DEFAULTS: dict[str, Any] = {"opt_level": 3, "march": "native"}
+# `polyflow build`: the polyhedral stage unless the user asks for less (-O2: raising and LLVM;
+# -O0: the C compiler alone). The library's Options() keeps -O2, whose compile is quicker.
+BUILD_DEFAULTS: dict[str, Any] = {"opt_level": 3}

@@ -143,6 +143,12 @@ def test_the_command_line_is_sorted_as_gcc_reads_it(monkeypatch: pytest.MonkeyPa
     assert cmd.cc_flags == ["-O3", "-Wall", "-march=native", "-ffast-math"]
     assert cmd.link_flags == ["-lm", "-Wl,-O1"]
     assert cmd.dependency_flags == ["-MD", "-MF", "a.d"]
+    monkeypatch.delenv("POLYFLOW_FLAGS")
+    # gcc's levels: none is -O0 (cc alone), -Ofast is -O3 -ffast-math, -Og debuggable code
+    assert parse_cc_args(["-c", "a.c"]).polyflow_args == ["-O0"]
+    assert parse_cc_args(["-Ofast", "-c", "a.c"]).polyflow_args == ["-O3", "-ffast-math"]
+    assert parse_cc_args(["-Og", "-c", "a.c"]).polyflow_args == ["-O0"]
+    assert parse_cc_args(["-Os", "-c", "a.c"]).cc_flags == ["-Os"]
 
 
 def test_flags_that_change_what_c_means_leave_the_unit_to_cc(project: Path) -> None:

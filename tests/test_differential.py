@@ -58,7 +58,9 @@ def test_corpus_header_names_defined_functions(program: Path) -> None:
     text = program.read_text()
     for name in (*header.compiled, *header.fallback):
         definition = re.compile(
-            rf"^[A-Za-z_][\w \t\*]*\b{re.escape(name)}\s*\([^;]*?\)\s*\{{", re.M
+            # (old-style definitions declare their parameters between the ')' and the '{')
+            rf"^[A-Za-z_][\w \t\*]*\b{re.escape(name)}\s*\([^;]*?\)(?:[^{{}}();]*;)*\s*\{{",
+            re.M,
         )
         assert definition.search(text), f"{program.name}: header names '{name}', not defined"
     assert "main" not in header.compiled + header.fallback

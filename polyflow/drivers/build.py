@@ -99,7 +99,7 @@ def _locate_bodies(
     for name, fn in cmod.functions.items():
         line = fn.node.decl.coord.line
         late = [g for g in fn.globals if cmod.globals[g].first_line >= line]
-        span = find_function_body(text, name, line)
+        span = find_function_body(text, name, line, old_style=bool(fn.node.param_decls))
         if late:
             reason = f"it uses '{late[0]}', which is declared after it"
         elif span is None:

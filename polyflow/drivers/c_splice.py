@@ -43,8 +43,12 @@ def _line_starts(source: str) -> tuple[int, ...]:
     return tuple(starts)
 
 
-def find_function_body(source: str, name: str, line: int) -> BodySpan | None:
-    """The braces of the definition of `name` whose declarator is on `line` (1-based), if found."""
+def find_function_body(
+    source: str, name: str, line: int, *, old_style: bool = False
+) -> BodySpan | None:
+    """The braces of the definition of `name` whose declarator is on `line` (1-based), if found.
+    `old_style`: a K&R definition, whose parameter declarations (with their `;`) come between
+    the `)` and the `{`."""
     starts = _line_starts(source)
     if not 0 < line < len(starts):
         return None
@@ -63,7 +67,7 @@ def find_function_body(source: str, name: str, line: int) -> BodySpan | None:
             depth += 1
         elif c == ")":
             depth -= 1
-        elif c == ";" and depth == 0:
+        elif c == ";" and depth == 0 and not old_style:
             return None  # a prototype, not the definition
         elif c == "{" and depth == 0:
             open_brace = i

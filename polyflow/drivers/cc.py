@@ -40,6 +40,16 @@ _CONTRACT_FLAGS = ("-ffast-math", "-fno-fast-math", "-fassociative-math", "-fno-
 _LINK_PREFIXES = ("-L", "-l", "-Wl,")
 # Flags of the preprocessor and the code generator that polyflow reads as gcc does.
 _OPTION_FLAGS = ("-O", "-march=", "-mtune=", "-I", "-D")
+# gcc's other optimization levels, as polyflow's: -O is -O1; -Os and -Oz optimize without the
+# polyhedral stage's code growth; -Og asks for debuggable code (cc alone); -Ofast is -O3
+# -ffast-math.
+_GCC_LEVELS = {
+    "-O": ["-O1"],
+    "-Os": ["-O2"],
+    "-Oz": ["-O2"],
+    "-Og": ["-O0"],
+    "-Ofast": ["-O3", "-ffast-math"],
+}
 # Modes polyflow leaves to cc whole: preprocessing, dependency lists, version queries.
 _CC_ONLY = ("-E", "-M", "-MM", "-v", "--version", "-dumpversion", "-dumpmachine")
 # -f flags that change nothing polyflow's code means (code placement, diagnostics, hardening);
@@ -124,6 +134,9 @@ def parse_cc_args(argv: list[str]) -> CcCommand:
             cmd.cc_flags.append(arg)
         elif arg.startswith("--"):  # polyflow's own options
             cmd.polyflow_args.append(arg)
+        elif arg.startswith("-O"):
+            cmd.polyflow_args += _GCC_LEVELS.get(arg, [arg])
+            cmd.cc_flags.append(arg)
         elif arg in _CONTRACT_FLAGS or arg.startswith(_OPTION_FLAGS):
             cmd.polyflow_args.append(arg)
             if arg.startswith(("-I", "-D")):
@@ -154,6 +167,8 @@ def parse_cc_args(argv: list[str]) -> CcCommand:
             cmd.meaning_flags.append(arg)
         else:  # a flag only gcc knows: every cc run gets it
             cmd.cc_flags.append(arg)
+    if not any(a.startswith("-O") for a in cmd.polyflow_args):
+        cmd.polyflow_args.insert(0, "-O0")  # gcc's default: no optimization, cc alone
     return cmd
 
 

@@ -233,7 +233,13 @@ class FileScope:
             raise Unsupported("functions returning pointers are not supported", decl)
         params: list[tuple[str, Scalar | Array]] = []
         struct_params: dict[str, c_ast.Struct] = {}
+        # an old-style (K&R) definition names its parameters and declares them after the ')'
+        old_style = {d.name: d for d in fdef.param_decls or [] if isinstance(d, c_ast.Decl)}
         for p in ftype.args.params if ftype.args else []:
+            if isinstance(p, c_ast.ID):
+                if p.name not in old_style:
+                    raise Unsupported(f"parameter '{p.name}' has no declaration (implicit int)", p)
+                p = old_style[p.name]
             if isinstance(p, c_ast.EllipsisParam):
                 raise Unsupported("variadic functions are not supported", p)
             if isinstance(p, c_ast.Typename):
