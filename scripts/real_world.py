@@ -44,6 +44,8 @@ class Project:
     kind: str  # "autoconf" (configure, make) or "cmake"
     test: list[str]  # the project's own test command, in its build directory
     configure: list[str] = field(default_factory=list)  # extra configure / cmake arguments
+    # commands run in the build directory after configuring (e.g. what a Debian tarball lacks)
+    prepare: list[list[str]] = field(default_factory=list)
 
 
 PROJECTS = {
@@ -51,8 +53,15 @@ PROJECTS = {
     "cjson": Project(
         "cjson", "cmake", ["ctest", "--output-on-failure"], ["-DENABLE_CJSON_TEST=On"]
     ),
-    # shared libraries only: libtool would otherwise compile every unit twice
-    "gsl": Project("gsl", "autoconf", ["make", "check"], ["--disable-static"]),
+    # shared libraries only: libtool would otherwise compile every unit twice; Debian's tarball
+    # has no manual sources, so the doc directory is left out of the build
+    "gsl": Project(
+        "gsl",
+        "autoconf",
+        ["make", "check"],
+        ["--disable-static"],
+        prepare=[["sed", "-i", "-E", r"/^SUBDIRS = /s/ doc( |$)/\1/", "Makefile"]],
+    ),
 }
 
 
@@ -130,6 +139,8 @@ def build_and_test(
         configure = ["./configure", *project.configure]
     if not run_phase(build, "configure", configure, where, env):
         return build
+    for command in project.prepare:
+        subprocess.run(command, cwd=where, check=True)
     if not run_phase(build, "build", ["make", f"-j{jobs}"], where, env):
         return build
     test = [*project.test, f"-j{jobs}"] if project.test[0] == "make" else project.test

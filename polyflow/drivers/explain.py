@@ -108,7 +108,7 @@ def _row(function: str, first: int, last: int, here: list[Remark], options: Opti
         scheduled = "yes" if of("rescheduled") else "no"
         why += [r.message for r in not_scheduled]
         tiles = of("tiled")
-        tiled = ", ".join("x".join(map(str, r.data.get("sizes", []))) or "yes" for r in tiles)
+        tiled = ", ".join("x".join(str(n) for n in _sizes(r)) or "yes" for r in tiles)
         tiled = tiled or "no"
         why += [r.message for r in of("untiled")]
         parallel_loops = of("parallel-loop")
@@ -132,6 +132,11 @@ def _row(function: str, first: int, last: int, here: list[Remark], options: Opti
     return NestRow(
         function, first, last, raised_text, scheduled, tiled, parallel, micro, "; ".join(why)
     )
+
+
+def _sizes(remark: Remark) -> list[object]:
+    sizes = remark.data.get("sizes")
+    return list(sizes) if isinstance(sizes, list) else []
 
 
 def render(rows: list[NestRow], filename: str) -> str:
