@@ -196,6 +196,12 @@ def main(argv: list[str] | None = None) -> int:
         if not config.warnings:
             for function, reason in config.fallbacks.items():
                 console.print(f"[yellow]note:[/] {function} was left to the C compiler: {reason}")
+    console.print(
+        "your own code, the same way: [bold]polyflow build -O3 -march=native file.c -o prog[/]"
+        " (a project: [bold]make CC=polyflow-cc CFLAGS='-O3 -march=native'[/];"
+        " what happened to each loop: [bold]polyflow explain file.c[/])",
+        highlight=False,
+    )
     return 0
 
 

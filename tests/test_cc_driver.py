@@ -360,3 +360,33 @@ def test_static_functions_of_the_same_name_in_two_units(tmp_path: Path) -> None:
             check=True,
         )
         assert _run(tmp_path / f"prog-{suffix}") == _run(tmp_path / "ref")
+
+
+def test_a_polybench_style_harness_in_its_own_unit() -> None:
+    # examples/project: harness.c times the kernels of kernels.c, declared in kernels.h
+    import tempfile
+
+    project = Path(__file__).resolve().parent.parent / "examples" / "project"
+    with tempfile.TemporaryDirectory() as tmp:
+        sources = [str(project / "harness.c"), str(project / "kernels.c")]
+        subprocess.run(["gcc", "-O2", *sources, "-o", f"{tmp}/ref"], check=True)
+        built = subprocess.run(
+            [*_cc(), "-O3", *sources, "-o", f"{tmp}/prog"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert "'gemm'" not in built.stderr and "'jacobi_2d'" not in built.stderr
+
+        def checksums(exe: str) -> dict[str, float]:
+            out = subprocess.run([exe, "120"], capture_output=True, text=True, check=True).stdout
+            return {
+                line.split(":")[0]: float(line.split(":")[1])
+                for line in out.splitlines()
+                if line.startswith("checksum")
+            }
+
+        expected, actual = checksums(f"{tmp}/ref"), checksums(f"{tmp}/prog")
+        assert expected.keys() == actual.keys() == {"checksum gemm", "checksum jacobi_2d"}
+        for key, value in expected.items():
+            assert actual[key] == pytest.approx(value, rel=1e-12), key

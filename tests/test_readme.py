@@ -24,7 +24,7 @@ def _blocks(language: str) -> list[str]:
 
 
 def _commands() -> list[str]:
-    """The `polyflow build`/`polyflow tc` lines of the sh blocks, with their `F=...` variables
+    """The `polyflow build`/`tc`/`cc`/`explain` lines of the sh blocks, with their `F=...` variables
     substituted and comments dropped."""
     out = []
     for block in _blocks("sh"):
@@ -33,7 +33,7 @@ def _commands() -> list[str]:
             line = line.split(" #", 1)[0].strip()
             if match := re.fullmatch(r"(\w+)=(\S+)", line):
                 variables[match.group(1)] = match.group(2)
-            elif line.startswith(("polyflow build", "polyflow tc")):
+            elif line.startswith(("polyflow build", "polyflow tc", "polyflow cc", "polyflow ex")):
                 for name, value in variables.items():
                     line = line.replace(f"${name}", value)
                 out.append(line)
