@@ -59,6 +59,12 @@ def _build_parser() -> argparse.ArgumentParser:
         "the C compiler. For builds of several files, use polyflow cc (gcc's command line).",
     )
     build.add_argument("source", help="the C file")
+    build.add_argument(
+        "more_sources",
+        nargs="*",
+        metavar="SOURCE",
+        help="more C files of the same program (each compiled as a unit, then linked)",
+    )
     build.add_argument("-o", "--output", help="output path ('-' for stdout with text stages)")
     groups = add_option_arguments(build, c_build=True, defaults=BUILD_DEFAULTS)
     debugging = groups["debugging and reports"]
@@ -479,6 +485,8 @@ def _build(args: argparse.Namespace, options: object) -> int:
 
     from polyflow.drivers.build import build_program
 
+    if args.more_sources:
+        return _build_program_of_units(args, options)
     source = Path(args.source)
     default = {
         "exe": source.with_suffix(""),
@@ -521,6 +529,39 @@ def _build(args: argparse.Namespace, options: object) -> int:
     if args.time:
         for stage, seconds in report.timings.items():
             print(f"{stage:>30}: {seconds * 1000:8.1f} ms", file=sys.stderr)
+    return 0
+
+
+def _build_program_of_units(args: argparse.Namespace, options: Any) -> int:
+    """`polyflow build a.c b.c -o prog`: each file compiled as a unit (ordinary objects, as
+    `polyflow cc -c` makes them), linked by cc with the OpenMP runtime when one has parallel
+    loops."""
+    import subprocess
+    import tempfile
+
+    from polyflow.drivers.build import build_program
+    from polyflow.drivers.objects import openmp_link_flags
+
+    if args.emit != "exe":
+        raise UsageError("--emit needs one source file (several are compiled and linked)")
+    sources = [Path(args.source), *map(Path, args.more_sources)]
+    with tempfile.TemporaryDirectory(prefix="polyflow-build-") as tmp:
+        objects, parallel = [], False
+        for k, source in enumerate(sources):
+            obj = Path(tmp) / f"{k}-{source.stem}.o"
+            report = build_program(
+                source, obj, options=options, link=False, cache="default" if args.cache else None
+            )
+            for warning in report.warnings:
+                print(warning, file=sys.stderr)
+            objects.append(str(obj))
+            parallel = parallel or report.parallel
+        runtime = openmp_link_flags("<link>") if parallel else []
+        output = args.output or sources[0].with_suffix("").name
+        link = [options.cc, "-o", output, *objects, "-lm", *runtime]
+        done = subprocess.run(link, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise CompileError(f"linking failed:\n{done.stderr.strip()}")
     return 0
 
 

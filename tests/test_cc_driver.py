@@ -390,3 +390,74 @@ def test_a_polybench_style_harness_in_its_own_unit() -> None:
         assert expected.keys() == actual.keys() == {"checksum gemm", "checksum jacobi_2d"}
         for key, value in expected.items():
             assert actual[key] == pytest.approx(value, rel=1e-12), key
+
+
+GOMP_USER_C = """#include <omp.h>
+double gomp_sum(int n, const double *x) {
+  double s = 0;
+#pragma omp parallel for reduction(+:s)
+  for (int i = 0; i < n; i++) s += x[i];
+  return s;
+}
+int gomp_threads(void) {
+  int t = 0;
+#pragma omp parallel
+  {
+#pragma omp single
+    t = omp_get_num_threads();
+  }
+  return t;
+}
+"""
+COEXIST_PY = """import ctypes, numpy as np
+gomp = ctypes.CDLL("./libgomp_user.so")  # libgomp first, as PyTorch's CPU wheels load it
+gomp.gomp_sum.restype = ctypes.c_double
+x = np.arange(100000, dtype=np.float64)
+before = gomp.gomp_sum(len(x), x.ctypes.data_as(ctypes.c_void_p))
+kern = ctypes.CDLL("./libscale.so")  # polyflow's parallel loops on libiomp5
+a = np.ones((4000, 300))
+kern.scale_rows(4000, 300, a.ctypes.data_as(ctypes.c_void_p), ctypes.c_double(3.0))
+after = gomp.gomp_sum(len(x), x.ctypes.data_as(ctypes.c_void_p))
+print(before == after == 4999950000.0, a.sum() == 3600000.0, gomp.gomp_threads())
+"""
+
+
+def test_a_library_loads_into_a_process_that_runs_libgomp(tmp_path: Path) -> None:
+    (tmp_path / "gomp_user.c").write_text(GOMP_USER_C)
+    (tmp_path / "scale.c").write_text(
+        "void scale_rows(int n, int m, double a[n][m], double s) {\n"
+        "  for (int i = 0; i < n; i++) for (int j = 0; j < m; j++) a[i][j] *= s;\n}\n"
+    )
+    (tmp_path / "coexist.py").write_text(COEXIST_PY)
+    subprocess.run(
+        ["gcc", "-O2", "-fopenmp", "-shared", "-fPIC", "gomp_user.c", "-o", "libgomp_user.so"],
+        cwd=tmp_path,
+        check=True,
+    )
+    subprocess.run(
+        [*_cc(), "-O3", "-shared", "-fPIC", "scale.c", "-o", "libscale.so"],
+        cwd=tmp_path,
+        check=True,
+    )
+    needed = subprocess.run(["ldd", "libscale.so"], cwd=tmp_path, capture_output=True, text=True)
+    assert "libiomp5" in needed.stdout  # it does run parallel loops
+    done = subprocess.run(
+        [sys.executable, "coexist.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "2"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "2"]  # one setting for both runtimes
+
+
+def test_polyflow_build_links_several_files(project: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "polyflow", "build", "main.c", "kern.c", "-o", "prog"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert _run(project / "prog") == _run(project / "ref")
