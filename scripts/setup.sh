@@ -27,6 +27,9 @@ source "$ROOT/scripts/apt_lib.sh"  # log, as_root, apt_install, install_missing
 SYSTEM_PACKAGES=(
   "gcc gcc"
   "make make"
+  "cmake cmake"      # tests/test_cc_driver.py: a CMake project built with polyflow-cc
+  "gdb gdb"          # tests/test_cc_driver.py: -g line tables seen by the debugger
+  "objcopy binutils" # polyflow cc localizes its symbols in the objects it writes
 )
 # ---- end of system packages ----
 # ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -461,3 +462,40 @@ def test_polyflow_build_links_several_files(project: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert _run(project / "prog") == _run(project / "ref")
+
+
+CMAKE_LISTS = """cmake_minimum_required(VERSION 3.13)
+project(kern C)
+set(CMAKE_C_STANDARD 11)
+add_library(kern STATIC kern.c)
+add_executable(prog main.c)
+target_link_libraries(prog kern)
+enable_testing()
+add_test(NAME prog COMMAND prog)
+"""
+
+
+def test_cmake_builds_with_polyflow_cc(project: Path) -> None:
+    # CMake's compiler identification and ABI checks run polyflow-cc; then a library, a program
+    # and ctest, with CMAKE_C_STANDARD's -std=gnu11 and the build type's -O3
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake is not installed (scripts/setup.sh installs it)")
+    (project / "CMakeLists.txt").write_text(CMAKE_LISTS)
+    (project / "cc.sh").write_text(f'#!/bin/sh\nexec {shlex.join(_cc())} "$@"\n')
+    (project / "cc.sh").chmod(0o755)
+    build = project / "build"
+    configure = subprocess.run(
+        ["cmake", "-S", ".", "-B", "build", f"-DCMAKE_C_COMPILER={project / 'cc.sh'}",
+         "-DCMAKE_BUILD_TYPE=Release"],
+        cwd=project, capture_output=True, text=True,
+    )  # fmt: skip
+    assert configure.returncode == 0, configure.stdout + configure.stderr
+    assert "The C compiler identification is GNU" in configure.stdout
+    subprocess.run(["cmake", "--build", "build"], cwd=project, check=True, capture_output=True)
+    tests = subprocess.run(["ctest"], cwd=build, capture_output=True, text=True)
+    assert tests.returncode == 0 and "100% tests passed" in tests.stdout
+    assert _run(build / "prog") == _run(project / "ref")
+    symbols = subprocess.run(
+        ["nm", str(build / "libkern.a")], capture_output=True, text=True
+    ).stdout
+    assert " T scale" in symbols and " t __polyflow_scale" in symbols  # compiled, local entry
