@@ -19,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -27,7 +28,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from polyflow.drivers.build import build_program
 from polyflow.drivers.objects import openmp_link_flags
 from polyflow.errors import CompileError
 from polyflow.frontend.c_parse import preprocessor_flags
@@ -282,6 +282,17 @@ def _compile_unit(source: str, output: str, options: Options, *, assembly: bool 
     it cannot parse, or a failure of its own) is compiled by cc alone, with one warning: a build
     cc accepts never fails because of polyflow; when cc rejects the unit too, the error is cc's."""
     start = time.perf_counter()
+    if not has_loops(source, options):  # nothing for polyflow: cc alone, and at once
+        plain = subprocess.run(
+            [options.cc, *options.cflags, *preprocessor_flags(options, None),
+             "-S" if assembly else "-c", source, "-o", output],
+        )  # fmt: skip
+        if plain.returncode != 0:
+            raise CompileError(f"{source}: the C compiler rejects it", file=source)
+        record_unit(source, {"status": "cc", "reason": "no loops"}, start)
+        return False
+    from polyflow.drivers.build import build_program  # the MLIR path, imported when needed
+
     try:
         emit: EmitStage = "asm" if assembly else "exe"
         report = build_program(source, output, options=options, emit=emit, link=False)
@@ -325,6 +336,37 @@ def _compile_unit(source: str, output: str, options: Options, *, assembly: bool 
     return report.parallel
 
 
+# Line markers of `cc -E` output, and the directories of system headers (whose inline
+# functions are not the unit's loops).
+_LINE_MARKER = re.compile(r'^# \d+ "([^"]*)"')
+_SYSTEM_HEADERS = ("/usr/include/", "/usr/lib/", "/usr/local/include/", "<")
+_LOOP_KEYWORD = re.compile(r"\b(?:for|while)\b")
+
+
+def has_loops(source: str, options: Options) -> bool:
+    """Whether unit `source`, preprocessed as cc sees it, has a `for` or `while` outside the
+    system headers (a unit without loops gains nothing from polyflow: cc compiles it alone,
+    without starting the MLIR path). True when the preprocessor fails: the full path reports."""
+    done = subprocess.run(
+        [options.cc, *options.cflags, *preprocessor_flags(options, None), "-E", source],
+        capture_output=True,
+        text=True,
+        errors="replace",
+    )
+    if done.returncode != 0:
+        return True
+    in_system_header = False
+    for line in done.stdout.splitlines():
+        if line.startswith("#"):
+            marker = _LINE_MARKER.match(line)
+            if marker is not None:
+                in_system_header = marker.group(1).startswith(_SYSTEM_HEADERS)
+            continue
+        if not in_system_header and _LOOP_KEYWORD.search(line):
+            return True
+    return False
+
+
 # Where `polyflow cc` appends one JSON line per unit it compiles (what went through MLIR, what
 # was optimized, what stayed with cc and why), for reports over a whole build (`make real-world`).
 REPORT_ENV = "POLYFLOW_CC_REPORT"
@@ -347,4 +389,12 @@ def record_unit(source: str, facts: dict[str, object], start: float) -> None:
         out.write(line + "\n")
 
 
-__all__ = ["REPORT_ENV", "CcCommand", "leave_to_cc", "parse_cc_args", "record_unit", "run_cc"]
+__all__ = [
+    "REPORT_ENV",
+    "CcCommand",
+    "has_loops",
+    "leave_to_cc",
+    "parse_cc_args",
+    "record_unit",
+    "run_cc",
+]
