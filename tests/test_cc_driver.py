@@ -139,11 +139,15 @@ def test_the_command_line_is_sorted_as_gcc_reads_it(monkeypatch: pytest.MonkeyPa
     )  # fmt: skip
     assert cmd.sources == ["a.c"] and cmd.inputs == ["b.o"] and cmd.output == "a.o"
     assert cmd.compile_only and not cmd.cc_only
-    assert cmd.polyflow_args == ["--no-schedule", "-O3", "-Iinc", "-DX=1", "-march=native",
-                                 "-ffast-math"]  # fmt: skip
+    assert cmd.polyflow_args == ["-O3", "-Iinc", "-DX=1", "-march=native", "-ffast-math",
+                                 "--no-schedule"]  # fmt: skip
     assert cmd.cc_flags == ["-O3", "-Wall", "-march=native", "-ffast-math"]
     assert cmd.link_flags == ["-lm", "-Wl,-O1"]
     assert cmd.dependency_flags == ["-MD", "-MF", "a.d"]
+    # POLYFLOW_FLAGS override the build's flags, for polyflow only
+    monkeypatch.setenv("POLYFLOW_FLAGS", "-O3")
+    under_o2 = parse_cc_args(["-O2", "-c", "a.c"])
+    assert under_o2.polyflow_args == ["-O2", "-O3"] and under_o2.cc_flags == ["-O2"]
     monkeypatch.delenv("POLYFLOW_FLAGS")
     # gcc's levels: none is -O0 (cc alone), -Ofast is -O3 -ffast-math, -Og debuggable code
     assert parse_cc_args(["-c", "a.c"]).polyflow_args == ["-O0"]

@@ -11,7 +11,9 @@ itself is cc's, so a build that gcc accepts never fails because of polyflow.
 
 Options that change the code polyflow generates keep gcc's spelling (`-O3`, `-march=`,
 `-ffast-math`, `-fassociative-math`, `-I`, `-D`); polyflow's own (`--no-schedule`,
-`--tile-sizes`, ...) may also come from the environment variable `POLYFLOW_FLAGS`.
+`--tile-sizes`, ...) may also come from the environment variable `POLYFLOW_FLAGS`, which
+overrides the command line for polyflow's compile only (`POLYFLOW_FLAGS=-O3` under a build's
+`-O2` schedules the compiled functions while cc compiles the rest at `-O2`).
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ class CcCommand:
 def parse_cc_args(argv: list[str]) -> CcCommand:
     """Sort gcc's command line `argv` (after `polyflow cc`) into a CcCommand."""
     cmd = CcCommand()
-    args = [*shlex.split(os.environ.get("POLYFLOW_FLAGS", "")), *argv]
+    args = list(argv)
     i = 0
     while i < len(args):
         arg = args[i]
@@ -169,6 +171,10 @@ def parse_cc_args(argv: list[str]) -> CcCommand:
             cmd.cc_flags.append(arg)
     if not any(a.startswith("-O") for a in cmd.polyflow_args):
         cmd.polyflow_args.insert(0, "-O0")  # gcc's default: no optimization, cc alone
+    # POLYFLOW_FLAGS: polyflow's options over the build's, for polyflow's compile only (cc's
+    # part keeps the build's flags): POLYFLOW_FLAGS=-O3 schedules under a build's -O2
+    for flag in shlex.split(os.environ.get("POLYFLOW_FLAGS", "")):
+        cmd.polyflow_args += _GCC_LEVELS.get(flag, [flag])
     return cmd
 
 
