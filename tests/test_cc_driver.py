@@ -216,6 +216,13 @@ def test_assembly_of_the_whole_unit(project: Path) -> None:
     ).stdout.split()
     subprocess.run(["gcc", "main.c", "kern.o", "-o", "fromasm", *libs], cwd=project, check=True)
     assert _run(project / "fromasm") == _run(project / "ref")
+    # with -g: cc's part carries the debug information, and it stays valid DWARF
+    subprocess.run([*_cc(), "-O3", "-g", "-S", "kern.c"], cwd=project, check=True)
+    subprocess.run(["gcc", "-c", "kern.s", "-o", "kern.o"], cwd=project, check=True)
+    dwarf = subprocess.run(
+        ["objdump", "--dwarf=info", "kern.o"], cwd=project, capture_output=True, text=True
+    )
+    assert dwarf.returncode == 0 and "Warning" not in dwarf.stderr + dwarf.stdout
 
 
 def test_debug_info_gives_source_lines_in_compiled_functions(project: Path) -> None:

@@ -283,17 +283,22 @@ def _write_assembly(
     report: BuildReport,
 ) -> None:
     """`-S`: the assembly of the whole unit, cc's for the functions left to it followed by
-    llc's for the compiled ones, each side's local labels kept apart."""
+    llc's for the compiled ones, each side's local labels kept apart. With -g only cc's part has
+    debug information: two compilers' DWARF sections cannot be concatenated as text (use -c
+    for line tables of the compiled functions)."""
     filename = cmod.filename
     rest = spliced.with_suffix(".s")
     assembly = ""
     if bodies:
         try:
+            kernel_options = options.model_copy(update={"debug_info": False})
             with cmod.context:
-                result = compile_module(cmod.module, options, produce="ir", stop_after="llvm")
+                result = compile_module(
+                    cmod.module, kernel_options, produce="ir", stop_after="llvm"
+                )
             _record(report, result)
             kernels = compile_llvm_ir_to_object(
-                result.llvm_ir or "", spliced.with_name("kernels.s"), options, assembly=True
+                result.llvm_ir or "", spliced.with_name("kernels.s"), kernel_options, assembly=True
             )
             assembly = separate_local_labels(kernels.read_text())
         except Exception as exc:  # ours, not the user's: cc compiles the file as it was
