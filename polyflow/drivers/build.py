@@ -15,12 +15,12 @@ from typing import Literal
 from mlir import ir
 from pycparser import c_ast
 
-from polyflow.drivers.c_splice import BodySpan, find_function_body, splice
+from polyflow.drivers.c_splice import BodySpan, find_definition, find_function_body, splice
 from polyflow.drivers.compile import Compiled, compile_module
 from polyflow.drivers.objects import openmp_link_flags
 from polyflow.drivers.sources import c_module, read_c_file
 from polyflow.errors import CompileError, SourcePosition
-from polyflow.frontend.c import CFunction, CModule
+from polyflow.frontend.c import CFunction, CModule, defined_in_unit
 from polyflow.frontend.c_analysis import walk
 from polyflow.frontend.c_parse import preprocessor_flags
 from polyflow.ir.names import CABI_PREFIX
@@ -81,34 +81,74 @@ class BuildReport(ReportViews):
 
 
 def functions_with_loops(cmod: CModule) -> list[str]:
-    """The functions defined in `cmod`'s file (not its headers) whose bodies hold a loop."""
+    """The functions of `cmod`'s unit (its file and the .c files it includes, not headers)
+    whose bodies hold a loop."""
     loops = (c_ast.For, c_ast.While, c_ast.DoWhile)
     return sorted(
         name
         for name, fdef in cmod.scope.defs.items()
-        if fdef.decl.coord.file == cmod.filename
+        if defined_in_unit(fdef.decl.coord.file, cmod.filename)
         and any(isinstance(n, loops) for n in walk(fdef.body))
     )
 
 
 def _locate_bodies(
-    cmod: CModule, text: str, report: BuildReport
-) -> dict[str, tuple[CFunction, BodySpan]]:
-    """Find each compiled function's body in the source; without it the C compiler keeps its own."""
+    cmod: CModule, text: str, report: BuildReport, preprocessed: Callable[[], str | None]
+) -> tuple[dict[str, tuple[CFunction, BodySpan]], str | None]:
+    """Find each compiled function's body in the source; without it the C compiler keeps its
+    own. Where a body is not in the source as written (a macro names the function, or it is
+    defined in an included .c file, as template instances are), they are all found in the
+    unit as the preprocessor writes it (`preprocessed()`), which is then returned: the spliced
+    unit is that text."""
     bodies: dict[str, tuple[CFunction, BodySpan]] = {}
+    unplaced: list[str] = []
     for name, fn in cmod.functions.items():
         line = fn.node.decl.coord.line
         late = [g for g in fn.globals if cmod.globals[g].first_line >= line]
-        span = find_function_body(text, name, line, old_style=bool(fn.node.param_decls))
+        old_style = bool(fn.node.param_decls)
+        in_file = fn.node.decl.coord.file == cmod.filename
+        span = find_function_body(text, name, line, old_style=old_style) if in_file else None
         if late:
             reason = f"it uses '{late[0]}', which is declared after it"
+            report.leave_to_cc(name, SourcePosition(cmod.filename, line, 0), reason)
         elif span is None:
-            reason = "its body could not be located in the source (is it produced by a macro?)"
+            unplaced.append(name)
         else:
             bodies[name] = (fn, span)
-            continue
-        report.leave_to_cc(name, SourcePosition(cmod.filename, line, 0), reason)
-    return bodies
+    if not unplaced:
+        return bodies, None
+    unit = preprocessed()
+    if unit is not None:
+        placed: dict[str, tuple[CFunction, BodySpan]] = {}
+        for name in [*bodies, *unplaced]:
+            fn = cmod.functions[name]
+            found = find_definition(unit, name, old_style=bool(fn.node.param_decls))
+            if found is not None:
+                placed[name] = (fn, found)
+        if len(placed) == len(bodies) + len(unplaced):
+            return placed, unit
+    for name in unplaced:
+        coord = cmod.functions[name].node.decl.coord
+        report.leave_to_cc(
+            name,
+            SourcePosition(coord.file, coord.line, 0),
+            "its body could not be located in the source (is it produced by a macro?)",
+        )
+    return bodies, None
+
+
+def _preprocessed_unit(filename: str, options: Options, source_dir: Path | None) -> str | None:
+    """The unit as cc's preprocessor writes it with the build's flags (line markers kept), or
+    None where there is no file to read or the preprocessor fails."""
+    if not Path(filename).is_file():
+        return None
+    done = subprocess.run(
+        [options.cc, "-E", "-std=gnu11", *preprocessor_flags(options, source_dir),
+         *fp_flags(options), *options.cflags, filename],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    return done.stdout if done.returncode == 0 else None
 
 
 def _run_cc(cmd: list[str], what: str, filename: str) -> None:
@@ -174,7 +214,12 @@ def build_program(
                     function=name,
                 )
     whole_unit = emit in ("exe", "asm")  # the compiled functions and cc's, together
-    bodies = _locate_bodies(cmod, text, report) if whole_unit else {}
+    unit: str | None = None  # the preprocessed unit, where the splice needs it
+
+    def preprocessed() -> str | None:
+        return _preprocessed_unit(filename, options, source_dir)
+
+    bodies, unit = _locate_bodies(cmod, text, report, preprocessed) if whole_unit else ({}, None)
     report.compiled = sorted(bodies) if whole_unit else sorted(cmod.functions)
 
     after_stage = _reporter(report, options) if raise_report else None
@@ -219,9 +264,13 @@ def build_program(
     with tempfile.TemporaryDirectory(prefix="polyflow-build-") as tmp:
         rest = Path(tmp) / "rest.o"
         spliced = Path(tmp) / Path(filename).name
-        spliced.write_text(
-            splice(text, filename, bodies, cmod.globals, cmod.trampolines) if bodies else text
-        )
+        if unit is not None:  # cc compiles the preprocessed unit (a .i file) as it is
+            spliced = spliced.with_suffix(".i")
+            spliced.write_text(splice(unit, filename, bodies, cmod.globals, cmod.trampolines))
+        else:
+            spliced.write_text(
+                splice(text, filename, bodies, cmod.globals, cmod.trampolines) if bodies else text
+            )
         if emit == "asm":
             _write_assembly(cmod, text, spliced, output, bodies, options, source_dir, report)
             report.timings["cc+link"] = time.perf_counter() - start
@@ -238,6 +287,7 @@ def build_program(
                 if bodies:  # the file as it was, all of it through cc
                     rest_job.cancel()
                     bodies = {}
+                    spliced = spliced.with_suffix(Path(filename).suffix or ".c")
                     spliced.write_text(text)
                     rest_job = _RestCompile(spliced, rest, options, source_dir, filename)
             start = time.perf_counter()

@@ -91,6 +91,83 @@ def find_function_body(
     return None
 
 
+def find_definition(text: str, name: str, *, old_style: bool = False) -> BodySpan | None:
+    """The braces of the definition of `name` in preprocessed C `text` (no comments; names
+    spelled out, as a macro that makes function names expands them): the first `name(` at
+    file scope that a `{` follows (after the parameters, and an old-style definition's
+    declarations), not a `;` at file scope."""
+    pattern = re.compile(rf"\b{re.escape(name)}\s*\(")
+    depth, i = 0, 0
+    while i < len(text):
+        j = _skip_literal_or_comment(text, i)
+        if j != i:
+            i = j
+            continue
+        c = text[i]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+        elif c == "#" and (i == 0 or text[i - 1] == "\n"):  # a line marker or a pragma
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+            continue
+        elif depth == 0 and (match := pattern.match(text, i)) and (
+            i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")
+        ):
+            span = _braces_after(text, match.end() - 1, old_style)
+            if span is not None:
+                return span
+            i = match.end()
+            continue
+        i += 1
+    return None
+
+
+def _braces_after(text: str, open_paren: int, old_style: bool) -> BodySpan | None:
+    """The body after a declarator's parameter list starting at `open_paren`, if the `{` comes
+    before a `;`, `=` or `,` outside parentheses (an old-style definition's parameter
+    declarations come between: `old_style` lets them pass)."""
+    i, depth = open_paren, 0
+    while i < len(text):
+        j = _skip_literal_or_comment(text, i)
+        if j != i:
+            i = j
+            continue
+        c = text[i]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif depth == 0 and c in ";=," and not old_style:
+            return None  # a declaration (prototype, variable), not the definition
+        elif depth == 0 and c == "{":
+            return _matching_brace(text, i)
+        i += 1
+    return None
+
+
+def _matching_brace(text: str, open_brace: int) -> BodySpan | None:
+    i, depth = open_brace, 0
+    while i < len(text):
+        j = _skip_literal_or_comment(text, i)
+        if j != i:
+            i = j
+            continue
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return BodySpan(open_brace, i)
+        i += 1
+    return None
+
+
+# `# 12 "file.c" 2` (what the preprocessor writes) or `#line 12`
+_LINE_MARKER = re.compile(r"#\s*(?:line\s+)?\d+")
+
+
 def _c_type(t: Scalar | Array | Void) -> str:
     if isinstance(t, Void):
         return "void"
@@ -153,12 +230,16 @@ def splice(
     for fn, span in sorted(bodies.values(), key=lambda item: item[1].open_brace):
         pieces.append(source[pos : span.open_brace])
         original = source[span.open_brace : span.close_brace + 1]
-        # Keep the line count so that later diagnostics still point at the right lines.
-        pieces.append(forwarding_body(fn, globals_) + "\n" * original.count("\n"))
+        # Keep the line count so that later diagnostics still point at the right lines (and a
+        # preprocessed body's line markers, which renumber what follows).
+        kept = [line if _LINE_MARKER.match(line) else "" for line in original.split("\n")[1:]]
+        pieces.append(forwarding_body(fn, globals_) + "".join("\n" + k for k in kept))
         pos = span.close_brace + 1
     pieces.append(source[pos:])
     if trampolines:
         pieces.append("\n" + _quietly("\n".join(trampoline(fn) for fn in trampolines.values())))
     header = _quietly("\n".join(prototype(fn, globals_) for fn, _ in bodies.values()))
     escaped = filename.replace("\\", "\\\\").replace('"', '\\"')
-    return f'{header}\n#line 1 "{escaped}"\n' + "".join(pieces)
+    # preprocessed text (a .i file) takes only line markers, and has its own from the start
+    marker = "" if source.startswith("# ") else f'#line 1 "{escaped}"\n'
+    return f"{header}\n{marker}" + "".join(pieces)

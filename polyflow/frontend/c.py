@@ -19,7 +19,7 @@ from polyflow.errors import SourcePosition
 from polyflow.frontend import c_analysis as ana
 from polyflow.frontend.c_abi import emit_c_abi_entry
 from polyflow.frontend.c_builtins import is_math_function
-from polyflow.frontend.c_parse import ParsedC
+from polyflow.frontend.c_parse import ParsedC, is_stand_in_header
 from polyflow.frontend.c_pragmas import pragma_label, pragma_verdict, pragmas_in
 from polyflow.frontend.c_scope import (
     CFunction,
@@ -121,7 +121,7 @@ def emit_c_module(
     skipped: dict[str, Unsupported] = {}
     functions: dict[str, CFunction] = {}
     for name, fdef in scope.defs.items():
-        if fdef.decl.coord.file != parsed.filename or name == "main":
+        if not defined_in_unit(fdef.decl.coord.file, parsed.filename) or name == "main":
             continue
         if only is not None and name not in only:
             continue
@@ -195,6 +195,13 @@ def emit_c_module(
         warnings=list(parsed.warnings),
         notes=[note for note in pragma_notes if note[0] in compiled],
     )
+
+
+def defined_in_unit(file: str, filename: str) -> bool:
+    """Whether a definition in `file` belongs to unit `filename`: the file itself, or a `.c`
+    file it includes (template instances, as GSL's `FUNCTION(gsl_vector, add)`), not a
+    header's inline functions (every unit that includes the header has them)."""
+    return file == filename or (file.endswith(".c") and not is_stand_in_header(file))
 
 
 def _read_pragmas(
