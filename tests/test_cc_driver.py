@@ -585,3 +585,20 @@ def test_template_instances_from_an_included_c_file(tmp_path: Path) -> None:
         ["objdump", "--dwarf=decodedline", "prog"], cwd=tmp_path, capture_output=True, text=True
     ).stdout
     assert "template.c" in lines  # the instances' line tables name the template's lines
+
+
+def test_a_crash_of_polyflow_costs_the_unit_its_optimization_not_the_build(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # native code that aborts the process (an MLIR assertion) while compiling kern.c: the unit
+    # is compiled in a forked child, so cc builds it instead
+    import polyflow.drivers.build as build
+    from polyflow.drivers import cc
+    from polyflow.options import Options
+
+    monkeypatch.setattr(build, "build_program", lambda *args, **kwargs: os.abort())
+    monkeypatch.chdir(project)
+    assert not cc._compile_unit("kern.c", "kern.o", Options(opt_level=3))
+    assert "polyflow's compile of it crashed" in capfd.readouterr().err
+    symbols = subprocess.run(["nm", "kern.o"], capture_output=True, text=True).stdout
+    assert " T scale" in symbols and " T dot" in symbols

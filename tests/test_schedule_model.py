@@ -542,3 +542,14 @@ def test_kernels_model_without_loss(name: str) -> None:
         assert set(region.statements) == {s.name for s in scop.statements}
         deps = deps_mod.compute_dependences(scop)
         assert deps_mod.respects(scop, deps, scop.initial_schedule)
+
+
+def test_loops_that_hand_carried_values_on_keep_their_code_at_O3(tmp_path: Path) -> None:
+    # b2 = b1; b1 = b0 (GSL's Clenshaw sums): the demotion to memory read a value it had
+    # already replaced and MLIR aborted the process; such a run is not modeled now
+    from difftest import check_program_against_gcc
+
+    from polyflow import Options
+
+    program = Path(__file__).parent / "programs" / "second_order_recurrence.c"
+    check_program_against_gcc(program, tmp_path, Options(opt_level=3))

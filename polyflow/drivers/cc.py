@@ -21,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import pickle
 import re
 import shlex
 import subprocess
@@ -29,6 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from polyflow.drivers.objects import openmp_link_flags
 from polyflow.errors import CompileError
@@ -297,12 +299,8 @@ def _compile_unit(source: str, output: str, options: Options, *, assembly: bool 
             raise CompileError(f"{source}: the C compiler rejects it", file=source)
         record_unit(source, {"status": "cc", "reason": "no loops"}, start)
         return False
-    from polyflow.drivers.build import build_program  # the MLIR path, imported when needed
-
-    try:
-        emit: EmitStage = "asm" if assembly else "exe"
-        report = build_program(source, output, options=options, emit=emit, link=False)
-    except Exception as exc:  # CompileError included: cc decides whether the C is bad
+    report = _build_isolated(source, output, options, "asm" if assembly else "exe")
+    if isinstance(report, str):  # cc decides whether the C is bad
         flags = [*options.cflags, *preprocessor_flags(options, None)]
         done = subprocess.run(
             [options.cc, *flags, "-S" if assembly else "-c", source, "-o", output],
@@ -311,8 +309,8 @@ def _compile_unit(source: str, output: str, options: Options, *, assembly: bool 
         )
         sys.stderr.write(done.stderr)
         if done.returncode != 0:
-            raise CompileError(f"{source}: the C compiler rejects it", file=source) from exc
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise CompileError(f"{source}: the C compiler rejects it", file=source)
+        first = report
         print(
             f"{source}: warning: polyflow cannot compile this unit ({first}); the C compiler "
             "compiled it alone",
@@ -340,6 +338,29 @@ def _compile_unit(source: str, output: str, options: Options, *, assembly: bool 
         start,
     )
     return report.parallel
+
+
+def _build_isolated(source: str, output: str, options: Options, emit: EmitStage) -> Any:
+    """`build_program(source, output, ..., link=False)` in a forked child: its BuildReport, or
+    the first line of why it failed. A crash of native code (an MLIR assertion aborts the
+    process) then costs this unit its optimization, not the user's build."""
+    from polyflow.forked import collect, fork_work
+
+    def work() -> bytes:
+        from polyflow.drivers.build import build_program  # the MLIR path, in the child only
+
+        try:
+            report = build_program(source, output, options=options, emit=emit, link=False)
+        except Exception as exc:  # CompileError included
+            return pickle.dumps((str(exc).strip().splitlines() or [type(exc).__name__])[0])
+        return pickle.dumps(report)
+
+    sys.stderr.flush()
+    child = fork_work(work)
+    payload = collect([child])[child]
+    if payload is None:
+        return "polyflow's compile of it crashed"
+    return pickle.loads(payload)
 
 
 # Line markers of `cc -E` output, and the directories of system headers (whose inline

@@ -278,7 +278,18 @@ def precheck(run: Run) -> str | None:
             problem = _operand_problem(value, run)
             if problem is not None:
                 return problem
+        if op.name == "affine.for" and _passes_carried_values_on(op):
+            return "a loop hands one carried value on to another (a second-order recurrence)"
     return _alias_problem(run)
+
+
+def _passes_carried_values_on(loop: ir.Operation) -> bool:
+    """Whether `loop` yields one of its own iter_args (`yield %new, %a` for `a, b = new, a`):
+    demoting its carried values to memory one by one would read a value already replaced."""
+    body = loop.regions[0].blocks[0]
+    carried = list(body.arguments)[1:]
+    terminator = list(body.operations)[-1]
+    return any(v == a for v in terminator.operands for a in carried)
 
 
 def _map_operands(op: ir.Operation) -> list[tuple[ir.Value, int]]:
