@@ -284,12 +284,17 @@ def precheck(run: Run) -> str | None:
 
 
 def _passes_carried_values_on(loop: ir.Operation) -> bool:
-    """Whether `loop` yields one of its own iter_args (`yield %new, %a` for `a, b = new, a`):
-    demoting its carried values to memory one by one would read a value already replaced."""
+    """Whether `loop` yields, as its carried value `i`, its own earlier carried value `j < i`
+    (`yield %new, %a` for `a, b = new, a`): the demotion to memory, value by value, has then
+    already replaced `a` (the other order, deriche's `yield %b, %new`, it handles)."""
     body = loop.regions[0].blocks[0]
     carried = list(body.arguments)[1:]
     terminator = list(body.operations)[-1]
-    return any(v == a for v in terminator.operands for a in carried)
+    return any(
+        value == carried[j]
+        for i, value in enumerate(terminator.operands)
+        for j in range(min(i, len(carried)))
+    )
 
 
 def _map_operands(op: ir.Operation) -> list[tuple[ir.Value, int]]:
