@@ -602,3 +602,24 @@ def test_a_crash_of_polyflow_costs_the_unit_its_optimization_not_the_build(
     assert "polyflow's compile of it crashed" in capfd.readouterr().err
     symbols = subprocess.run(["nm", "kern.o"], capture_output=True, text=True).stdout
     assert " T scale" in symbols and " T dot" in symbols
+
+
+def test_the_link_keeps_the_order_of_archives_and_flags(project: Path) -> None:
+    # libtool links a shared library from convenience archives between --whole-archive and
+    # --no-whole-archive (GSL's libgsl.so): moved after them, no member would be taken
+    subprocess.run(
+        [*_cc(), "-O3", "-fPIC", "-c", "kern.c", "-o", "kern.o"], cwd=project, check=True
+    )
+    subprocess.run(["ar", "rcs", "libconv.a", "kern.o"], cwd=project, check=True)
+    subprocess.run(
+        [*_cc(), "-O3", "-shared", "-fPIC", "-o", "libwhole.so",
+         "-Wl,--whole-archive", "libconv.a", "-Wl,--no-whole-archive"],
+        cwd=project,
+        check=True,
+    )  # fmt: skip
+    symbols = subprocess.run(
+        ["nm", "-D", "--defined-only", "libwhole.so"], cwd=project, capture_output=True, text=True
+    ).stdout
+    assert " T scale" in symbols and " T dot" in symbols
+    cmd = parse_cc_args(["a.c", "-Wl,--whole-archive", "x.a", "-Wl,--no-whole-archive", "-lm"])
+    assert cmd.link_order == [0, "-Wl,--whole-archive", "x.a", "-Wl,--no-whole-archive", "-lm"]

@@ -91,6 +91,9 @@ class CcCommand:
     polyflow_args: list[str] = field(default_factory=list)  # for polyflow's option parser
     cc_flags: list[str] = field(default_factory=list)  # for every cc run on a unit
     link_flags: list[str] = field(default_factory=list)  # for the link only
+    # sources (by index into `sources`), inputs and link flags in the command's order: the
+    # link keeps it (-Wl,--whole-archive a.a -Wl,--no-whole-archive, -l after the objects)
+    link_order: list[str | int] = field(default_factory=list)
     cc_only: bool = False  # a mode polyflow leaves to cc (see _CC_ONLY)
     # -f flags that may change what C means: the command is then cc's (see _NEUTRAL_F_FLAGS)
     meaning_flags: list[str] = field(default_factory=list)
@@ -148,10 +151,13 @@ def parse_cc_args(argv: list[str]) -> CcCommand:
             cmd.cc_flags.append(arg)
         elif arg.startswith(_LINK_PREFIXES):
             cmd.link_flags.append(arg)
+            cmd.link_order.append(arg)
         elif arg.endswith(".c") and not arg.startswith("-"):
+            cmd.link_order.append(len(cmd.sources))
             cmd.sources.append(arg)
         elif not arg.startswith("-"):
             cmd.inputs.append(arg)
+            cmd.link_order.append(arg)
         elif arg.startswith("-g") and not arg.startswith(("-gsplit-dwarf", "-gz")):
             # -g, -g2, -ggdb, -gdwarf-4: line tables for the MLIR-compiled functions too
             cmd.polyflow_args.append("--no-debug-info" if arg == "-g0" else "-g")
@@ -231,14 +237,15 @@ def run_cc(cmd: CcCommand, argv: list[str], options: Options) -> int:
         runtime = _runtime(cmd)
         # with polyflow's runtime linked in, -fopenmp would add libgomp: a second thread pool
         link_cc_flags = [f for f in cmd.cc_flags if not (runtime and f in _OPENMP_FLAGS)]
+        shared = ["-shared"] if cmd.shared else []
+        ordered = [objects[item] if isinstance(item, int) else item for item in cmd.link_order]
         link = [
             options.cc,
             *link_cc_flags,
+            *shared,
             "-o",
             cmd.output or "a.out",
-            *objects,
-            *cmd.inputs,
-            *cmd.link_flags,
+            *ordered,
             "-lm",
             *runtime,
         ]
