@@ -75,20 +75,7 @@ def find_function_body(
         i += 1
     if open_brace < 0:
         return None
-    i, depth = open_brace, 0
-    while i < len(source):
-        j = _skip_literal_or_comment(source, i)
-        if j != i:
-            i = j
-            continue
-        if source[i] == "{":
-            depth += 1
-        elif source[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return BodySpan(open_brace, i)
-        i += 1
-    return None
+    return _matching_brace(source, open_brace)
 
 
 def find_definition(text: str, name: str, *, old_style: bool = False) -> BodySpan | None:
