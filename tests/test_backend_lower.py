@@ -11,6 +11,7 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 import polyflow
+from polyflow.lowering.libm_calls import call_libm_for_inexact_math
 from polyflow.lowering.llvm_dialect import (
     PARALLEL_TO_OPENMP,
     hoist_loop_allocas,
@@ -150,3 +151,30 @@ def test_stencil_vectors_are_loaded_not_shuffled_from_the_previous_iteration(
     text = out.read_text()
     assert "<4 x double>" in text
     assert "vector.recur" not in text and "shufflevector" not in text
+
+
+EXPM1_LOG1P = """
+func.func @near_zero(%x: f64, %y: f32, %v: vector<2xf64>) -> (f64, f64, f32, f32, vector<2xf64>) {
+  %a = math.expm1 %x : f64
+  %b = math.log1p %x : f64
+  %c = math.expm1 %y : f32
+  %d = math.log1p %y : f32
+  %e = math.expm1 %v : vector<2xf64>
+  return %a, %b, %c, %d, %e : f64, f64, f32, f32, vector<2xf64>
+}
+"""
+
+
+def test_expm1_and_log1p_call_libm_not_exp_minus_one() -> None:
+    """MLIR's own lowering computes exp(x) - 1 and log(1 + x), which lose every digit near 0."""
+    with ir.Context():
+        module = ir.Module.parse(EXPM1_LOG1P)
+        call_libm_for_inexact_math(module)
+        text = str(module)
+    for name, t in (("expm1", "f64"), ("log1p", "f64"), ("expm1f", "f32"), ("log1pf", "f32")):
+        assert f"func.func private @{name}({t}) -> {t}" in text
+        assert f"call @{name}(" in text
+    assert text.count("func.func private @expm1(") == 1
+    # vectors stay math ops: nothing polyflow generates computes them (see libm_calls.py)
+    assert "math.expm1 %arg2 : vector<2xf64>" in text
+    assert "math.log1p %arg0" not in text

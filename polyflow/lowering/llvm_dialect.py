@@ -7,6 +7,7 @@ from mlir.passmanager import PassManager
 
 from polyflow.ir.names import NOALIAS_ATTR
 from polyflow.lowering.float_reductions import deterministic_float_reductions
+from polyflow.lowering.libm_calls import call_libm_for_inexact_math
 
 # convert-math-to-llvm takes what LLVM has intrinsics for; math-to-libm the rest (tanh, erf...).
 # convert-vector-to-llvm: the micro-kernels' vector loads, stores, broadcasts and FMAs.
@@ -91,6 +92,7 @@ def lower_to_llvm_dialect(
     `line_tables` (-g) each function gets a debug scope, so its ops' file:line:col locations
     become the object's line table."""
     with module.context:
+        call_libm_for_inexact_math(module)
         if fast_math:
             allow_fast_math(module)
         noalias = _noalias_pointer_positions(module)
