@@ -1,22 +1,26 @@
-"""Struct pointer parameters whose fields are read, unpacked into plain parameters.
+"""Struct pointer parameters, their fields made into plain parameters.
 
 Numerical C passes its arrays in small structs (`gsl_vector *v` with `v->data`, `v->size`,
-`v->stride`). polyflow has no struct types, but a function that only *reads* a parameter's
-fields can take the fields' values instead: the compiled function gets one parameter per field
-it uses (`v->size` a scalar, `v->data` an array of unknown extent), and the C compiler's
-forwarding body passes `v->size, v->data, ...` (c_splice.py). The fields are then read once, at
-the call, instead of where the function reads them; that is the same value only when nothing
-between can change them, so the unpacking is done only where polyflow can show it:
+`v->stride`) and returns results through them (`gsl_sf_result *result`, `result->val = ...`).
+polyflow has no struct types, but a function that uses a parameter only as `p->field` can take
+the fields instead; the C compiler's forwarding body passes them (c_splice.py):
 
-- the parameter is used only as `p->field` (never passed on, compared, assigned or taken the
-  address of), and no field is assigned, incremented or taken the address of;
-- `p` is dereferenced unconditionally at the start of the body (so reading every field at the
-  call is as valid as the function's own first read);
-- every call to a function other than math.h's is followed only by a `return` that reads no
-  field (GSL_ERROR's `gsl_error(...); return code;`): nothing after it sees a changed field;
-- no array the function reaches may alias a field under C's type rules: no element type is
-  a character type or the type of a field it reads, and no field is volatile.
-Otherwise the function keeps the reason and stays with the C compiler, as before.
+- a field the body assigns (`=`, `+=`, `++`) is passed by address (`&p->f`, an array of one
+  element), and so is every field of a written one's type, since another parameter may point
+  to the same struct: reads and writes go to the struct itself, as in C;
+- every other field is passed by value (`v->size` a scalar, `v->data` an array of unknown
+  extent). It is then read once, at the call, instead of where the function reads it; that is
+  the same value only when nothing between can change it, so this is done only where polyflow
+  can show it:
+  - `p` is dereferenced unconditionally at the start of the body (so reading the fields at the
+    call is as valid as the function's own first read);
+  - every call to a function other than math.h's is followed only by a `return` that reads no
+    field (GSL_ERROR's `gsl_error(...); return code;`): nothing after it sees a changed field;
+  - no array the function reaches may alias such a field under C's type rules: no element type
+    is a character type or the type of a field read by value, and no field is volatile.
+The parameter itself must not be used other than as `p->field` (never passed on, compared,
+assigned, or a field's address taken). Otherwise the function keeps the reason and stays with
+the C compiler, as before.
 """
 
 from __future__ import annotations
@@ -79,28 +83,53 @@ def unpack_struct_parameters(
                     node,
                 )
             refs[node.name].append(parent)
-    fields: dict[str, Scalar | Array] = {}
+    written = {
+        (p, ref.field.name) for p, uses in refs.items() for ref in uses if _is_written(ref, parents)
+    }
+    declared: dict[tuple[str, str], Scalar | Array] = {}
     for p, uses in refs.items():
         for ref in uses:
-            _check_read_only(ref, parents)
-            name = f"{p}{ARROW}{ref.field.name}"
-            if name not in fields:
-                fields[name] = _field_type(scope, struct_params[p], ref)
-        if uses and not _dereferenced_at_start(body, p):
+            _check_no_address_or_nesting(ref, parents)
+            key = (p, ref.field.name)
+            if key not in declared:
+                declared[key] = _field_type(scope, struct_params[p], ref)
+    for key in written:
+        if isinstance(declared[key], Array):
+            raise Unsupported(f"pointer field '{key[1]}' of a struct parameter is assigned", fdef)
+    # A written field is passed by address. So is every field of a written one's type: another
+    # parameter may point to the same struct, and a value read at the call would miss the store.
+    stored_types = {_type_key(declared[key]) for key in written}
+    in_memory = {key for key, t in declared.items() if _type_key(t) in stored_types}
+    fields: dict[str, Scalar | Array] = {}
+    for (p, f), t in declared.items():
+        if (p, f) in in_memory and isinstance(t, Scalar):
+            fields[f"&{p}{ARROW}{f}"] = Array(t, (1,))
+        else:
+            fields[f"{p}{ARROW}{f}"] = t
+    by_value = {p for (p, f) in declared if (p, f) not in in_memory}
+    for p in by_value:
+        if not _dereferenced_at_start(body, p):
             raise Unsupported(
                 f"struct parameter '{p}' is not dereferenced unconditionally at the start", fdef
             )
-    _check_calls(body, parents, set(struct_params))
+    _check_calls(body, parents, by_value)
     _check_type_aliasing(scope, fdef, fields, plain)
     for p, uses in refs.items():
         for ref in uses:
-            _replace(parents[id(ref)], ref, c_ast.ID(f"{p}{ARROW}{ref.field.name}", ref.coord))
+            if (p, ref.field.name) in in_memory:
+                address = c_ast.ID(f"&{p}{ARROW}{ref.field.name}", ref.coord)
+                new: c_ast.Node = c_ast.ArrayRef(address, c_ast.Constant("int", "0"), ref.coord)
+            else:
+                new = c_ast.ID(f"{p}{ARROW}{ref.field.name}", ref.coord)
+            _replace(parents[id(ref)], ref, new)
     params: list[tuple[str, Scalar | Array]] = []
     plain_types = dict(plain)
     for decl in fdef.decl.type.args.params if fdef.decl.type.args else []:
         pname = getattr(decl, "name", None)
         if pname in struct_params:
-            params += [(f, t) for f, t in fields.items() if f.startswith(f"{pname}{ARROW}")]
+            params += [
+                (f, t) for f, t in fields.items() if f.lstrip("&").startswith(f"{pname}{ARROW}")
+            ]
         elif pname in plain_types:
             params.append((pname, plain_types[pname]))
     return params
@@ -114,17 +143,28 @@ def _parents(root: c_ast.Node) -> dict[int, c_ast.Node]:
     return parents
 
 
-def _check_read_only(ref: c_ast.StructRef, parents: dict[int, c_ast.Node]) -> None:
+def _is_written(ref: c_ast.StructRef, parents: dict[int, c_ast.Node]) -> bool:
+    """Whether `p->f` is assigned (`=`, `+=`, ...), incremented or decremented."""
     parent = parents.get(id(ref))
     if isinstance(parent, c_ast.Assignment) and parent.lvalue is ref:
-        raise Unsupported(f"field '{ref.field.name}' of a struct parameter is assigned", ref)
-    if isinstance(parent, c_ast.UnaryOp) and parent.op in ("++", "--", "p++", "p--", "&"):
+        return True
+    return isinstance(parent, c_ast.UnaryOp) and parent.op in ("++", "--", "p++", "p--")
+
+
+def _check_no_address_or_nesting(ref: c_ast.StructRef, parents: dict[int, c_ast.Node]) -> None:
+    parent = parents.get(id(ref))
+    if isinstance(parent, c_ast.UnaryOp) and parent.op == "&":
         raise Unsupported(
-            f"field '{ref.field.name}' of a struct parameter is modified or its address taken",
-            ref,
+            f"the address of field '{ref.field.name}' of a struct parameter is taken", ref
         )
     if isinstance(parent, c_ast.StructRef) and parent.name is ref:
         raise Unsupported("nested struct fields are not supported", ref)
+
+
+def _type_key(t: Scalar | Array) -> tuple[int, bool] | None:
+    """Fields of one key may be one object (C's effective types: a written `size_t` field may
+    be another parameter's `size_t` field); pointer fields are never written, so have none."""
+    return None if isinstance(t, Array) else (t.bits, t.is_float)
 
 
 def _field_type(scope: object, struct: c_ast.Struct, ref: c_ast.StructRef) -> Scalar | Array:

@@ -1,9 +1,11 @@
-// polyflow: compiled=vec_scale,vec_add,mat_trace_prod,vec_sum_checked
-// polyflow: fallback=mat_mul,vec_isnull,vec_len_or,perm_fill,vec_bump
-// Struct pointer parameters whose fields are only read (GSL's vectors and matrices): the
-// fields become parameters. Where that could change the meaning (a conditional first
-// dereference, the pointer itself used, a store that may alias a field, a field written or read
-// after a call), the function stays with cc.
+// polyflow: compiled=vec_scale,vec_add,mat_trace_prod,vec_sum_checked,vec_bump,series_e,accumulate_into,checked_sum_e
+// polyflow: fallback=mat_mul,vec_isnull,vec_len_or,perm_fill,vec_len_after_call
+// Struct pointer parameters (GSL's vectors and matrices, its gsl_sf_result out-parameters):
+// fields only read become parameters holding their values; written fields (and fields of a
+// written one's type) are passed by address. Where that could change the meaning (a conditional
+// first dereference, the pointer itself used, a store that may alias a field read by value, a
+// field read by value after a call), the function stays with cc.
+#include <math.h>
 #include <stdio.h>
 #include <stddef.h>
 typedef struct { size_t size; size_t stride; double *data; int owner; } vec;
@@ -72,6 +74,41 @@ void vec_bump(vec *v, int n) {  // writes a field
   size_t s = v->stride;
   for (int i = 0; i < n; i++) v->size += s;
 }
+typedef struct { double val; double err; } result_t;
+int series_e(double x, int n, result_t *result) {  // GSL's special functions: out-parameters
+  double sum = 0, term = 1;
+  for (int k = 1; k <= n; k++) {
+    term *= x / k;
+    sum += term;
+  }
+  result->val = sum;
+  result->err = 2.0 * 2.2e-16 * fabs(result->val) * n;
+  return 0;
+}
+void accumulate_into(result_t *a, const result_t *b, int n) {  // a and b may be one struct
+  for (int i = 0; i < n; i++) {
+    a->val = b->val + 1.0;
+    a->err += b->err * 0.5 + a->val;
+  }
+}
+int checked_sum_e(const double *x, int n, result_t *result) {  // a call on the error path
+  if (n < 0) {
+    result->val = 0;
+    result->err = 0;
+    REPORT("negative length", 4);
+  }
+  double s = 0;
+  for (int i = 0; i < n; i++) s += x[i];
+  result->val = s;
+  result->err = n * 1e-16;
+  return 0;
+}
+size_t vec_len_after_call(const vec *v, int n) {  // v->size read by value after a call
+  size_t s = v->stride;
+  for (int i = 0; i < n; i++) s += i;
+  if (n > 5) report("long", __FILE__, __LINE__, n);
+  return s + v->size;
+}
 static double d1[300], d2[300], ma[64 * 64], mb[64 * 64], mc[64 * 64];
 int main(void) {
   for (int i = 0; i < 300; i++) { d1[i] = i; d2[i] = 300 - i; }
@@ -92,5 +129,17 @@ int main(void) {
   vec_bump(&c, 3);
   printf("%.1f %d %zu %zu %zu %zu\n", mat_trace_prod(&A, &B), vec_isnull(&a), vec_len_or(0, 0),
          vec_len_or(&a, 3), pd[3], c.size);
+  result_t r = {1.0, 0.25}, q = {2.0, 0.5};
+  int code = series_e(0.5, 30, &r);
+  printf("%d %.17g %.17g\n", code, r.val, r.err);
+  accumulate_into(&r, &r, 4);  // the same struct twice: every read sees the store before it
+  printf("%.17g %.17g\n", r.val, r.err);
+  accumulate_into(&q, &r, 3);
+  printf("%.17g %.17g\n", q.val, q.err);
+  code = checked_sum_e(d1, 300, &q);
+  printf("%d %.17g %.17g\n", code, q.val, q.err);
+  code = checked_sum_e(d1, -1, &q);
+  printf("%d %.17g %.17g\n", code, q.val, q.err);
+  printf("%zu %zu\n", vec_len_after_call(&a, 3), vec_len_after_call(&a, 9));
   return 0;
 }
