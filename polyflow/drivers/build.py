@@ -82,14 +82,22 @@ class BuildReport(ReportViews):
 
 def functions_with_loops(cmod: CModule) -> list[str]:
     """The functions of `cmod`'s unit (its file and the .c files it includes, not headers)
-    whose bodies hold a loop."""
-    loops = (c_ast.For, c_ast.While, c_ast.DoWhile)
+    whose bodies hold a loop (`do { ... } while (0)`, a macro's statement wrapper, is none)."""
     return sorted(
         name
         for name, fdef in cmod.scope.defs.items()
         if defined_in_unit(fdef.decl.coord.file, cmod.filename)
-        and any(isinstance(n, loops) for n in walk(fdef.body))
+        and any(_is_loop(n) for n in walk(fdef.body))
     )
+
+
+def _is_loop(node: c_ast.Node) -> bool:
+    if isinstance(node, (c_ast.For, c_ast.While)):
+        return True
+    if isinstance(node, c_ast.DoWhile):
+        cond = node.cond
+        return not (isinstance(cond, c_ast.Constant) and cond.value in ("0", "0L", "0U", "0u"))
+    return False
 
 
 def _locate_bodies(

@@ -278,14 +278,16 @@ def _check_type_aliasing(
     plain: list[tuple[str, Scalar | Array]],
 ) -> None:
     """C's type rules let a store through a `T *` change a field only if T is a character type
-    or the field's type: no array the function reaches may be one."""
+    or the field's type: no array the function may store into may be one (reading GSL's
+    Chebyshev coefficients `cs->c[j]` cannot change `cs->a`)."""
     field_types = {(t.bits, t.is_float) for t in fields.values() if isinstance(t, Scalar)}
-    arrays = [t for t in fields.values() if isinstance(t, Array)]
-    arrays += [t for _, t in plain if isinstance(t, Array)]
+    stored = _stored_arrays(fdef.body)
+    arrays = [t for f, t in fields.items() if isinstance(t, Array) and _in(f.lstrip("&"), stored)]
+    arrays += [t for name, t in plain if isinstance(t, Array) and _in(name, stored)]
     globals_: dict[str, object] = scope.globals  # type: ignore[attr-defined]
     for name in ana.referenced_names(fdef.body):
         g = globals_.get(name)
-        if g is not None and isinstance(getattr(g, "type", None), Array):
+        if g is not None and isinstance(getattr(g, "type", None), Array) and _in(name, stored):
             arrays.append(g.type)  # type: ignore[attr-defined]
     for a in arrays:
         if a.elem.bits == 8 or (a.elem.bits, a.elem.is_float) in field_types:
@@ -293,6 +295,55 @@ def _check_type_aliasing(
                 f"an array of '{a.elem}' could hold a struct parameter's field (C's aliasing rules)",
                 fdef.decl,
             )
+
+
+def _in(name: str, stored: set[str] | None) -> bool:
+    return stored is None or name in stored
+
+
+def _stored_arrays(body: c_ast.Node) -> set[str] | None:
+    """The arrays (`a`, `p->f`) the body may store into: assigned or incremented elements, and
+    whatever a call is given (the callee may store into it). None: any array (a store whose
+    target is not an element of a named array)."""
+    stored: set[str] = set()
+    for node in ana.walk(body):
+        target: c_ast.Node | None = None
+        if isinstance(node, c_ast.Assignment):
+            target = node.lvalue
+        elif isinstance(node, c_ast.UnaryOp) and node.op in ("++", "--", "p++", "p--"):
+            target = node.expr
+        elif isinstance(node, c_ast.FuncCall):
+            name = node.name.name if isinstance(node.name, c_ast.ID) else None
+            if name is None or not is_math_function(name):
+                for arg in ana.walk(node.args):
+                    key = _array_name(arg)
+                    if key is not None:
+                        stored.add(key)
+            continue
+        if target is None or isinstance(target, c_ast.ID):
+            continue  # a local or parameter variable, no array element
+        if isinstance(target, c_ast.StructRef):
+            continue  # a field itself (passed by address when written)
+        while isinstance(target, c_ast.ArrayRef):
+            target = target.name
+        key = _array_name(target)
+        if key is None:
+            return None
+        stored.add(key)
+    return stored
+
+
+def _array_name(node: c_ast.Node) -> str | None:
+    if isinstance(node, c_ast.ID):
+        return node.name
+    if (
+        isinstance(node, c_ast.StructRef)
+        and node.type == ARROW
+        and isinstance(node.name, c_ast.ID)
+        and isinstance(node.field, c_ast.ID)
+    ):
+        return f"{node.name.name}{ARROW}{node.field.name}"
+    return None
 
 
 def _replace(parent: c_ast.Node, old: c_ast.Node, new: c_ast.Node) -> None:

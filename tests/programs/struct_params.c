@@ -1,5 +1,5 @@
-// polyflow: compiled=vec_scale,vec_add,mat_trace_prod,vec_sum_checked,vec_bump,series_e,accumulate_into,checked_sum_e
-// polyflow: fallback=mat_mul,vec_isnull,vec_len_or,perm_fill,vec_len_after_call
+// polyflow: compiled=vec_scale,vec_add,mat_trace_prod,vec_sum_checked,vec_bump,series_e,accumulate_into,checked_sum_e,cheb_eval
+// polyflow: fallback=mat_mul,vec_isnull,vec_len_or,perm_fill,vec_len_after_call,scale_field_into
 // Struct pointer parameters (GSL's vectors and matrices, its gsl_sf_result out-parameters):
 // fields only read become parameters holding their values; written fields (and fields of a
 // written one's type) are passed by address. Where that could change the meaning (a conditional
@@ -109,6 +109,19 @@ size_t vec_len_after_call(const vec *v, int n) {  // v->size read by value after
   if (n > 5) report("long", __FILE__, __LINE__, n);
   return s + v->size;
 }
+typedef struct { double *c; int order; double a, b; } cheb;
+double cheb_eval(const cheb *cs, double x) {  // only reads its double array: cs->a stays
+  double d = 0, dd = 0, y = (2 * x - cs->a - cs->b) / (cs->b - cs->a), y2 = 2 * y;
+  for (int j = cs->order; j >= 1; j--) {
+    double t = d;
+    d = y2 * d - dd + cs->c[j];
+    dd = t;
+  }
+  return y * d - dd + 0.5 * cs->c[0];
+}
+void scale_field_into(const cheb *cs, double *out, int n) {  // out may be &cs->a
+  for (int i = 0; i < n; i++) out[0] = cs->a * (i + 2);
+}
 static double d1[300], d2[300], ma[64 * 64], mb[64 * 64], mc[64 * 64];
 int main(void) {
   for (int i = 0; i < 300; i++) { d1[i] = i; d2[i] = 300 - i; }
@@ -141,5 +154,10 @@ int main(void) {
   code = checked_sum_e(d1, -1, &q);
   printf("%d %.17g %.17g\n", code, q.val, q.err);
   printf("%zu %zu\n", vec_len_after_call(&a, 3), vec_len_after_call(&a, 9));
+  double coef[6] = {1.5, -0.25, 0.125, 0.0625, -0.03125, 0.015625};
+  cheb cs = {coef, 5, -1.0, 2.0};
+  printf("%.17g %.17g\n", cheb_eval(&cs, 0.3), cheb_eval(&cs, 1.7));
+  scale_field_into(&cs, &cs.a, 2);  // each store changes cs.a before the next reads it
+  printf("%.17g %.17g\n", cs.a, cs.b);
   return 0;
 }
