@@ -3,24 +3,23 @@
 Numerical C passes its arrays in small structs (`gsl_vector *v` with `v->data`, `v->size`,
 `v->stride`) and returns results through them (`gsl_sf_result *result`, `result->val = ...`).
 polyflow has no struct types, but a function that uses a parameter only as `p->field` can take
-the fields instead; the C compiler's forwarding body passes them (c_splice.py):
-
-- a field the body assigns (`=`, `+=`, `++`) is passed by address (`&p->f`, an array of one
-  element), and so is every field of a written one's type, since another parameter may point
-  to the same struct: reads and writes go to the struct itself, as in C;
-- every other field is passed by value (`v->size` a scalar, `v->data` an array of unknown
-  extent). It is then read once, at the call, instead of where the function reads it; that is
-  the same value only when nothing between can change it, so this is done only where polyflow
-  can show it:
-  - `p` is dereferenced unconditionally at the start of the body (so reading the fields at the
-    call is as valid as the function's own first read);
-  - every call to a function other than math.h's is followed only by a `return` that reads no
-    field (GSL_ERROR's `gsl_error(...); return code;`): nothing after it sees a changed field;
-  - no array the function reaches may alias such a field under C's type rules: no element type
-    is a character type or the type of a field read by value, and no field is volatile.
-The parameter itself must not be used other than as `p->field` (never passed on, compared,
-assigned, or a field's address taken). Otherwise the function keeps the reason and stays with
-the C compiler, as before.
+the fields instead; the C compiler's forwarding body passes them (c_splice.py). A field is
+passed either by value (`v->size` a scalar, `v->data` an array of unknown extent), read once at
+the call, or by address (`&p->f`, an array of one element), read and written where the
+function does. By value is what lets a loop bound like `v->size` be affine, but it is the
+function's own read only when nothing can change the field in between, so a scalar field is
+passed by address when
+- the function assigns it (`=`, `+=`, `++`), or assigns another field of its type (another
+  parameter may point to the same struct);
+- its parameter is not dereferenced unconditionally at the start (reading at the call could
+  follow a pointer the function never follows: NULL on an error path);
+- it may be read after a call to a function other than math.h's (the callee could change it);
+- the function may store into an array whose element type is the field's, or a character type
+  (C's aliasing rules let such a store change the field).
+Pointer fields cannot be passed by address (polyflow has no arrays of pointers): where one
+would have to be, or is assigned, the function stays with the C compiler, as does one that uses
+a struct parameter other than as `p->field` (passed on, compared, assigned, a field's address
+taken) or reaches a volatile field.
 """
 
 from __future__ import annotations
@@ -96,24 +95,13 @@ def unpack_struct_parameters(
     for key in written:
         if isinstance(declared[key], Array):
             raise Unsupported(f"pointer field '{key[1]}' of a struct parameter is assigned", fdef)
-    # A written field is passed by address. So is every field of a written one's type: another
-    # parameter may point to the same struct, and a value read at the call would miss the store.
-    stored_types = {_type_key(declared[key]) for key in written}
-    in_memory = {key for key, t in declared.items() if _type_key(t) in stored_types}
+    in_memory = _fields_passed_by_address(body, parents, fdef, declared, written, plain, scope)
     fields: dict[str, Scalar | Array] = {}
     for (p, f), t in declared.items():
         if (p, f) in in_memory and isinstance(t, Scalar):
             fields[f"&{p}{ARROW}{f}"] = Array(t, (1,))
         else:
             fields[f"{p}{ARROW}{f}"] = t
-    by_value = {p for (p, f) in declared if (p, f) not in in_memory}
-    for p in by_value:
-        if not _dereferenced_at_start(body, p):
-            raise Unsupported(
-                f"struct parameter '{p}' is not dereferenced unconditionally at the start", fdef
-            )
-    _check_calls(body, parents, by_value)
-    _check_type_aliasing(scope, fdef, fields, plain)
     for p, uses in refs.items():
         for ref in uses:
             if (p, ref.field.name) in in_memory:
@@ -133,6 +121,67 @@ def unpack_struct_parameters(
         elif pname in plain_types:
             params.append((pname, plain_types[pname]))
     return params
+
+
+def _fields_passed_by_address(
+    body: c_ast.Compound,
+    parents: dict[int, c_ast.Node],
+    fdef: c_ast.FuncDef,
+    declared: dict[tuple[str, str], Scalar | Array],
+    written: set[tuple[str, str]],
+    plain: list[tuple[str, Scalar | Array]],
+    scope: object,
+) -> set[tuple[str, str]]:
+    """The scalar fields to pass by address: a value read at the call would not be the
+    function's own read. Pointer fields cannot be (polyflow has no arrays of pointers): where
+    one would have to be, Unsupported."""
+    params = {p for p, _ in declared}
+    by_address: set[tuple[str, str]] = set()
+
+    def pass_by_address(keys: set[tuple[str, str]], why: str, at: c_ast.Node) -> None:
+        pointers = sorted(f for key in keys if isinstance(declared[key], Array) for f in [key[1]])
+        if pointers:
+            raise Unsupported(why.format(field=pointers[0]), at)
+        by_address.update(keys)
+
+    # Written fields, and every field of a written one's type: another parameter may point to
+    # the same struct, and a value read at the call would miss the store.
+    stored_types = {_type_key(declared[key]) for key in written}
+    by_address |= {key for key, t in declared.items() if _type_key(t) in stored_types}
+    # A parameter not dereferenced before control flow: reading its fields at the call could
+    # read through a pointer the function never follows (NULL on its error path).
+    for p in sorted(params):
+        if not _dereferenced_at_start(body, p):
+            pass_by_address(
+                {key for key in declared if key[0] == p},
+                f"struct parameter '{p}' is not dereferenced unconditionally at the start "
+                "(its pointer field '{field}' cannot be read at the call)",
+                fdef,
+            )
+    # A field read after a call: the callee could change it.
+    for call, late in _calls_with_later_reads(body, parents, params):
+        name = call.name.name if isinstance(call.name, c_ast.ID) else "a function"
+        pass_by_address(
+            {key for key in declared if key[0] in late},
+            f"calls '{name}' with the pointer field '{{field}}' read after it "
+            "(the callee could change it)",
+            call,
+        )
+    # C's type rules let a store through a `T *` change a field of type T (or any field, for a
+    # character type T): such fields are read where the function reads them.
+    aliased = _stored_element_types(scope, fdef, declared, plain)
+    characters = any(bits == 8 for bits, _ in aliased)
+    pass_by_address(
+        {
+            key
+            for key, t in declared.items()
+            if characters or (isinstance(t, Scalar) and _type_key(t) in aliased)
+        },
+        "an array of characters could hold the struct parameter's pointer field '{field}' "
+        "(C's aliasing rules)",
+        fdef.decl,
+    )
+    return by_address
 
 
 def _parents(root: c_ast.Node) -> dict[int, c_ast.Node]:
@@ -229,19 +278,21 @@ def _dereferenced_at_start(body: c_ast.Compound, p: str) -> bool:
     return False
 
 
-def _check_calls(body: c_ast.Compound, parents: dict[int, c_ast.Node], params: set[str]) -> None:
+def _calls_with_later_reads(
+    body: c_ast.Compound, parents: dict[int, c_ast.Node], params: set[str]
+) -> list[tuple[c_ast.FuncCall, set[str]]]:
+    """Each call (other than to math.h) with the struct parameters used after it."""
+    found: list[tuple[c_ast.FuncCall, set[str]]] = []
     for node in ana.walk(body):
         if not isinstance(node, c_ast.FuncCall):
             continue
         name = node.name.name if isinstance(node.name, c_ast.ID) else None
         if name is not None and is_math_function(name):
             continue
-        if not _followed_only_by_return(node, parents, params):
-            raise Unsupported(
-                f"calls '{name or 'a function'}' with struct parameters' fields read after it "
-                "(the callee could change them)",
-                node,
-            )
+        late = {p for p in params if not _followed_only_by_return(node, parents, {p})}
+        if late:
+            found.append((node, late))
+    return found
 
 
 def _followed_only_by_return(
@@ -271,30 +322,28 @@ def _followed_only_by_return(
     return True
 
 
-def _check_type_aliasing(
+def _stored_element_types(
     scope: object,
     fdef: c_ast.FuncDef,
-    fields: dict[str, Scalar | Array],
+    declared: dict[tuple[str, str], Scalar | Array],
     plain: list[tuple[str, Scalar | Array]],
-) -> None:
-    """C's type rules let a store through a `T *` change a field only if T is a character type
-    or the field's type: no array the function may store into may be one (reading GSL's
-    Chebyshev coefficients `cs->c[j]` cannot change `cs->a`)."""
-    field_types = {(t.bits, t.is_float) for t in fields.values() if isinstance(t, Scalar)}
+) -> set[tuple[int, bool]]:
+    """The element types (bits, is_float) of the arrays the function may store into: pointer
+    fields, array parameters and globals (reading GSL's Chebyshev coefficients `cs->c[j]`
+    cannot change `cs->a`; storing into them could)."""
     stored = _stored_arrays(fdef.body)
-    arrays = [t for f, t in fields.items() if isinstance(t, Array) and _in(f.lstrip("&"), stored)]
+    arrays = [
+        t
+        for (p, f), t in declared.items()
+        if isinstance(t, Array) and _in(f"{p}{ARROW}{f}", stored)
+    ]
     arrays += [t for name, t in plain if isinstance(t, Array) and _in(name, stored)]
     globals_: dict[str, object] = scope.globals  # type: ignore[attr-defined]
     for name in ana.referenced_names(fdef.body):
         g = globals_.get(name)
         if g is not None and isinstance(getattr(g, "type", None), Array) and _in(name, stored):
             arrays.append(g.type)  # type: ignore[attr-defined]
-    for a in arrays:
-        if a.elem.bits == 8 or (a.elem.bits, a.elem.is_float) in field_types:
-            raise Unsupported(
-                f"an array of '{a.elem}' could hold a struct parameter's field (C's aliasing rules)",
-                fdef.decl,
-            )
+    return {(a.elem.bits, a.elem.is_float) for a in arrays}
 
 
 def _in(name: str, stored: set[str] | None) -> bool:

@@ -1,10 +1,11 @@
-// polyflow: compiled=vec_scale,vec_add,mat_trace_prod,vec_sum_checked,vec_bump,series_e,accumulate_into,checked_sum_e,cheb_eval
-// polyflow: fallback=mat_mul,vec_isnull,vec_len_or,perm_fill,vec_len_after_call,scale_field_into
+// polyflow: compiled=vec_scale,vec_add,mat_trace_prod,vec_sum_checked,vec_bump,series_e,accumulate_into,checked_sum_e,cheb_eval,vec_len_or,perm_fill,vec_len_after_call,scale_field_into,count_with_bumps
+// polyflow: fallback=mat_mul,vec_isnull
 // Struct pointer parameters (GSL's vectors and matrices, its gsl_sf_result out-parameters):
-// fields only read become parameters holding their values; written fields (and fields of a
-// written one's type) are passed by address. Where that could change the meaning (a conditional
-// first dereference, the pointer itself used, a store that may alias a field read by value, a
-// field read by value after a call), the function stays with cc.
+// fields become parameters, passed by value where nothing can change them before the function
+// reads them, else by address (written fields and fields of their type, a conditional first
+// dereference, a field read after a call, a store that may alias a field). Where a pointer
+// field would have to be passed by address, or the pointer itself is used, the function stays
+// with cc.
 #include <math.h>
 #include <stdio.h>
 #include <stddef.h>
@@ -122,6 +123,16 @@ double cheb_eval(const cheb *cs, double x) {  // only reads its double array: cs
 void scale_field_into(const cheb *cs, double *out, int n) {  // out may be &cs->a
   for (int i = 0; i < n; i++) out[0] = cs->a * (i + 2);
 }
+vec *current;
+void bump_current(void) { current->size++; }
+size_t count_with_bumps(const vec *v, int n) {  // the callee changes v->size each time
+  size_t t = 0;
+  for (int i = 0; i < n; i++) {
+    t += v->size;
+    bump_current();
+  }
+  return t + v->size;
+}
 static double d1[300], d2[300], ma[64 * 64], mb[64 * 64], mc[64 * 64];
 int main(void) {
   for (int i = 0; i < 300; i++) { d1[i] = i; d2[i] = 300 - i; }
@@ -159,5 +170,8 @@ int main(void) {
   printf("%.17g %.17g\n", cheb_eval(&cs, 0.3), cheb_eval(&cs, 1.7));
   scale_field_into(&cs, &cs.a, 2);  // each store changes cs.a before the next reads it
   printf("%.17g %.17g\n", cs.a, cs.b);
+  current = &b;
+  size_t counted = count_with_bumps(&b, 5);
+  printf("%zu %zu\n", counted, b.size);
   return 0;
 }
