@@ -177,8 +177,8 @@ def _fields_passed_by_address(
             for key, t in declared.items()
             if characters or (isinstance(t, Scalar) and _type_key(t) in aliased)
         },
-        "an array of characters could hold the struct parameter's pointer field '{field}' "
-        "(C's aliasing rules)",
+        "a store through an array of characters may change pointer field '{field}' of a struct "
+        "parameter (C aliasing rules)",
         fdef.decl,
     )
     return by_address

@@ -1,5 +1,5 @@
 // polyflow: compiled=vec_scale,vec_add,mat_trace_prod,vec_sum_checked,vec_bump,series_e,accumulate_into,checked_sum_e,cheb_eval,vec_len_or,perm_fill,vec_len_after_call,scale_field_into,count_with_bumps
-// polyflow: fallback=mat_mul,vec_isnull
+// polyflow: fallback=mat_mul,vec_isnull,copy_bytes
 // Struct pointer parameters (GSL's vectors and matrices, its gsl_sf_result out-parameters):
 // fields become parameters, passed by value where nothing can change them before the function
 // reads them, else by address (written fields and fields of their type, a conditional first
@@ -133,6 +133,10 @@ size_t count_with_bumps(const vec *v, int n) {  // the callee changes v->size ea
   }
   return t + v->size;
 }
+typedef struct { size_t n; unsigned char *bytes; double *data; } buf;
+void copy_bytes(buf *b) {  // a store through unsigned char * may change b->data
+  for (size_t i = 0; i < b->n; i++) b->bytes[i] = (unsigned char)((long)b->data[i] & 255);
+}
 static double d1[300], d2[300], ma[64 * 64], mb[64 * 64], mc[64 * 64];
 int main(void) {
   for (int i = 0; i < 300; i++) { d1[i] = i; d2[i] = 300 - i; }
@@ -173,5 +177,9 @@ int main(void) {
   current = &b;
   size_t counted = count_with_bumps(&b, 5);
   printf("%zu %zu\n", counted, b.size);
+  unsigned char bytes[8];
+  buf bb = {8, bytes, d1};
+  copy_bytes(&bb);
+  printf("%d %d\n", bytes[3], bytes[7]);
   return 0;
 }
