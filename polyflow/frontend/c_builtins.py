@@ -47,6 +47,15 @@ _BINARY_FLOAT: dict[str, Callable[[ir.Value, ir.Value], ir.Value]] = {
 
 _INT_ABS = {"abs": INT, "labs": LONG, "llabs": LONG}
 
+# math.h's classification macros (type-generic; glibc spells them as gcc's builtins). A float
+# converts to double exactly, NaN and infinities included, so they all take a double. glibc's
+# isinf is __builtin_isinf_sign: -1 for -inf, 1 for +inf.
+_CLASSIFY = {
+    "isnan": "isnan", "__builtin_isnan": "isnan",
+    "isinf": "isinf_sign", "__builtin_isinf_sign": "isinf_sign", "__builtin_isinf": "isinf",
+    "isfinite": "isfinite", "__builtin_isfinite": "isfinite",
+}  # fmt: skip
+
 
 def _split_suffix(name: str) -> tuple[str, Scalar] | None:
     """`sqrtf` → (`sqrt`, float); `sqrt` → (`sqrt`, double)."""
@@ -58,22 +67,46 @@ def _split_suffix(name: str) -> tuple[str, Scalar] | None:
 
 
 def is_math_function(name: str) -> bool:
-    return _split_suffix(name) is not None or name in _INT_ABS
+    return _split_suffix(name) is not None or name in _INT_ABS or name in _CLASSIFY
 
 
 def math_signature(name: str) -> tuple[Scalar, int]:
-    """The argument/result type and the arity of a math function."""
+    """The argument type and the arity of a math function."""
     if name in _INT_ABS:
         return _INT_ABS[name], 1
+    if name in _CLASSIFY:
+        return DOUBLE, 1
     base, t = _split_suffix(name)  # type: ignore[misc]
     return t, (1 if base in _UNARY_FLOAT else 2)
+
+
+def math_result_type(name: str) -> Scalar:
+    """The type a math function returns (its argument type, but int for classifications)."""
+    return INT if name in _CLASSIFY else math_signature(name)[0]
 
 
 def emit_math_call(name: str, args: list[ir.Value]) -> ir.Value:
     """Emit the op for `name(args)`; arguments are already converted to the signature's type."""
     if name in _INT_ABS:
         return math.absi(args[0])
+    if name in _CLASSIFY:
+        return _classify(_CLASSIFY[name], args[0])
     base, _ = _split_suffix(name)  # type: ignore[misc]
     if base in _UNARY_FLOAT:
         return _UNARY_FLOAT[base](args[0])
     return _BINARY_FLOAT[base](args[0], args[1])
+
+
+def _classify(kind: str, x: ir.Value) -> ir.Value:
+    """isnan/isfinite/isinf as 0 or 1; glibc's isinf (isinf_sign) as -1, 0 or 1."""
+    i32 = ir.IntegerType.get_signless(32)
+    inf = arith.constant(x.type, float("inf"))
+    if kind == "isnan":
+        return arith.extui(i32, arith.cmpf(arith.CmpFPredicate.UNO, x, x))
+    if kind == "isfinite":
+        return arith.extui(i32, arith.cmpf(arith.CmpFPredicate.OLT, math.absf(x), inf))
+    infinite = arith.extui(i32, arith.cmpf(arith.CmpFPredicate.OEQ, math.absf(x), inf))
+    if kind == "isinf":
+        return infinite
+    negative = arith.cmpf(arith.CmpFPredicate.OLT, x, arith.constant(x.type, 0.0))
+    return arith.select(negative, arith.subi(arith.constant(i32, 0), infinite), infinite)

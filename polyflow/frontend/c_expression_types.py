@@ -15,7 +15,7 @@ from mlir.dialects import arith, memref
 from pycparser import c_ast
 
 from polyflow.frontend import c_analysis as ana
-from polyflow.frontend.c_builtins import is_math_function, math_signature
+from polyflow.frontend.c_builtins import is_math_function, math_result_type
 from polyflow.frontend.c_scope import (
     CFunction,
     FileScope,
@@ -223,7 +223,7 @@ class ExpressionTypes:
                     raise Unsupported(f"the value of void function '{name}' is used", node)
                 return r
             if is_math_function(name):
-                return math_signature(name)[0]
+                return math_result_type(name)
             if name in self.file.defs:
                 raise Unsupported(f"calls '{name}', which is left to the C compiler", node)
             raise Unsupported(

@@ -12,7 +12,12 @@ from mlir.dialects import arith, func, llvm, memref, scf
 from pycparser import c_ast
 
 from polyflow.frontend import c_analysis as ana
-from polyflow.frontend.c_builtins import emit_math_call, is_math_function, math_signature
+from polyflow.frontend.c_builtins import (
+    emit_math_call,
+    is_math_function,
+    math_result_type,
+    math_signature,
+)
 from polyflow.frontend.c_expression_types import ExpressionTypes
 from polyflow.frontend.c_scope import (
     DYN,
@@ -347,7 +352,7 @@ class ExpressionEmitter(ExpressionTypes):
             if len(args) != arity:
                 raise Unsupported(f"'{name}' takes {arity} argument(s)", node)
             vals = [self.convert(*self.emit_expr(a), t) for a in args]
-            return [(emit_math_call(name, vals), t)]
+            return [(emit_math_call(name, vals), math_result_type(name))]
         if name in self.file.defs:
             raise Unsupported(f"calls '{name}', which is left to the C compiler", node)
         raise Unsupported(
@@ -414,7 +419,9 @@ class ExpressionEmitter(ExpressionTypes):
         module = self.module
         assert module is not None
         if name not in self.file.string_constants:
-            text = "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:02X}" for b in data)
+            text = "".join(
+                chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:02X}" for b in data
+            )
             op = ir.Operation.parse(
                 f'llvm.mlir.global private constant @{name}("{text}") '
                 f"{{addr_space = 0 : i32}} : !llvm.array<{len(data)} x i8>"

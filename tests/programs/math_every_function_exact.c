@@ -1,4 +1,4 @@
-// polyflow: compiled=unary_double,binary_double,unary_float,binary_float,int_abs
+// polyflow: compiled=unary_double,binary_double,unary_float,binary_float,int_abs,classify_double,classify_float
 /* Every math.h function polyflow compiles, each on arguments that matter for it (expm1 and
    log1p near 0, where exp(x) - 1 and log(1 + x) lose every digit), compared with gcc's results
    bit for bit: each output's bit pattern is printed. */
@@ -112,6 +112,17 @@ void int_abs(int n, const int *restrict a, const long *restrict b, int *restrict
   }
 }
 
+/* the classification macros: glibc's isinf is -1 for -inf */
+void classify_double(int n, const double *restrict x, int *restrict out) {
+  for (int i = 0; i < n; i++)
+    out[i] = isnan(x[i]) + 10 * isinf(x[i]) + 100 * isfinite(x[i]) + 1000 * (isinf(x[i]) != 0);
+}
+
+void classify_float(int n, const float *restrict x, int *restrict out) {
+  for (int i = 0; i < n; i++)
+    out[i] = isnan(x[i]) + 10 * isinf(x[i]) + 100 * isfinite(x[i]);
+}
+
 static void print_double_rows(const char *kind, int rows, double out[][N]) {
   for (int r = 0; r < rows; r++) {
     printf("%s %2d:", kind, r);
@@ -161,5 +172,14 @@ int main(void) {
   print_float_rows("float binary", BINARY, bf);
   for (int i = 0; i < N; i++)
     printf("abs %d %ld %ld\n", ra[i], rb[i], rc[i]);
+  volatile double zero = 0.0;
+  double special[6] = {zero / zero, 1.0 / zero, -1.0 / zero, -0.0, 1e308 * 10.0 * zero, 2.5};
+  float specialf[6];
+  int cd[6], cf[6];
+  for (int i = 0; i < 6; i++) specialf[i] = (float)special[i];
+  specialf[5] = 1e30f * 1e30f;  /* float overflow: inf in float, finite in double */
+  classify_double(6, special, cd);
+  classify_float(6, specialf, cf);
+  for (int i = 0; i < 6; i++) printf("classify %d %d\n", cd[i], cf[i]);
   return 0;
 }
