@@ -12,7 +12,8 @@ passed by address when
 - the function assigns it (`=`, `+=`, `++`), or assigns another field of its type (another
   parameter may point to the same struct);
 - its parameter is not dereferenced unconditionally at the start (reading at the call could
-  follow a pointer the function never follows: NULL on an error path);
+  follow a pointer the function never follows: NULL on an error path; that parameter's
+  pointer fields are read at the call only where it is not NULL, `v ? v->data : 0`);
 - it may be read after a call to a function other than math.h's (the callee could change it);
 - the function may store into an array whose element type is the field's, or a character type
   (C's aliasing rules let such a store change the field).
@@ -95,29 +96,40 @@ def unpack_struct_parameters(
     for key in written:
         if isinstance(declared[key], Array):
             raise Unsupported(f"pointer field '{key[1]}' of a struct parameter is assigned", fdef)
-    in_memory = _fields_passed_by_address(body, parents, fdef, declared, written, plain, scope)
-    fields: dict[str, Scalar | Array] = {}
-    for (p, f), t in declared.items():
-        if (p, f) in in_memory and isinstance(t, Scalar):
-            fields[f"&{p}{ARROW}{f}"] = Array(t, (1,))
+    in_memory, guarded = _fields_passed_by_address(
+        body, parents, fdef, declared, written, plain, scope
+    )
+    # The C expression the forwarding body passes for each field: its address, its value, or
+    # for a parameter the function may never dereference (NULL on an error path) its value
+    # only where the pointer is not NULL.
+    passed: dict[tuple[str, str], str] = {}
+    for p, f in declared:
+        if (p, f) in in_memory:
+            passed[p, f] = f"&{p}{ARROW}{f}"
+        elif p in guarded:
+            passed[p, f] = f"({p} ? {p}{ARROW}{f} : 0)"
         else:
-            fields[f"{p}{ARROW}{f}"] = t
+            passed[p, f] = f"{p}{ARROW}{f}"
     for p, uses in refs.items():
         for ref in uses:
+            name = passed[p, ref.field.name]
             if (p, ref.field.name) in in_memory:
-                address = c_ast.ID(f"&{p}{ARROW}{ref.field.name}", ref.coord)
+                address = c_ast.ID(name, ref.coord)
                 new: c_ast.Node = c_ast.ArrayRef(address, c_ast.Constant("int", "0"), ref.coord)
             else:
-                new = c_ast.ID(f"{p}{ARROW}{ref.field.name}", ref.coord)
+                new = c_ast.ID(name, ref.coord)
             _replace(parents[id(ref)], ref, new)
     params: list[tuple[str, Scalar | Array]] = []
     plain_types = dict(plain)
     for decl in fdef.decl.type.args.params if fdef.decl.type.args else []:
         pname = getattr(decl, "name", None)
         if pname in struct_params:
-            params += [
-                (f, t) for f, t in fields.items() if f.lstrip("&").startswith(f"{pname}{ARROW}")
-            ]
+            for (p, f), t in declared.items():
+                if p == pname:
+                    if (p, f) in in_memory and isinstance(t, Scalar):
+                        params.append((passed[p, f], Array(t, (1,))))
+                    else:
+                        params.append((passed[p, f], t))
         elif pname in plain_types:
             params.append((pname, plain_types[pname]))
     return params
@@ -131,10 +143,11 @@ def _fields_passed_by_address(
     written: set[tuple[str, str]],
     plain: list[tuple[str, Scalar | Array]],
     scope: object,
-) -> set[tuple[str, str]]:
-    """The scalar fields to pass by address: a value read at the call would not be the
-    function's own read. Pointer fields cannot be (polyflow has no arrays of pointers): where
-    one would have to be, Unsupported."""
+) -> tuple[set[tuple[str, str]], set[str]]:
+    """The scalar fields to pass by address (a value read at the call would not be the
+    function's own read), and the parameters whose pointer fields are read at the call only
+    where the pointer is not NULL. Pointer fields cannot be passed by address (polyflow has no
+    arrays of pointers): where one would have to be, Unsupported."""
     params = {p for p, _ in declared}
     by_address: set[tuple[str, str]] = set()
 
@@ -149,15 +162,14 @@ def _fields_passed_by_address(
     stored_types = {_type_key(declared[key]) for key in written}
     by_address |= {key for key, t in declared.items() if _type_key(t) in stored_types}
     # A parameter not dereferenced before control flow: reading its fields at the call could
-    # read through a pointer the function never follows (NULL on its error path).
-    for p in sorted(params):
-        if not _dereferenced_at_start(body, p):
-            pass_by_address(
-                {key for key in declared if key[0] == p},
-                f"struct parameter '{p}' is not dereferenced unconditionally at the start "
-                "(its pointer field '{field}' cannot be read at the call)",
-                fdef,
-            )
+    # read through a pointer the function never follows (NULL on its error path): its scalar
+    # fields are passed by address.
+    # Its pointer fields are read at the call only where it is not NULL (no other invalid
+    # pointer may be passed: using one is undefined in C).
+    guarded = {p for p in params if not _dereferenced_at_start(body, p)}
+    by_address |= {
+        key for key, t in declared.items() if key[0] in guarded and isinstance(t, Scalar)
+    }
     # A field read after a call: the callee could change it.
     for call, late in _calls_with_later_reads(body, parents, params):
         name = call.name.name if isinstance(call.name, c_ast.ID) else "a function"
@@ -181,7 +193,7 @@ def _fields_passed_by_address(
         "parameter (C aliasing rules)",
         fdef.decl,
     )
-    return by_address
+    return by_address, guarded
 
 
 def _parents(root: c_ast.Node) -> dict[int, c_ast.Node]:

@@ -1,5 +1,5 @@
-// polyflow: compiled=vec_scale,vec_add,mat_trace_prod,vec_sum_checked,vec_bump,series_e,accumulate_into,checked_sum_e,cheb_eval,vec_len_or,perm_fill,vec_len_after_call,scale_field_into,count_with_bumps
-// polyflow: fallback=mat_mul,vec_isnull,copy_bytes
+// polyflow: compiled=vec_scale,vec_add,mat_trace_prod,vec_sum_checked,vec_bump,series_e,accumulate_into,checked_sum_e,cheb_eval,vec_len_or,perm_fill,vec_len_after_call,scale_field_into,count_with_bumps,mat_mul,sum_or_error
+// polyflow: fallback=vec_isnull,copy_bytes
 // Struct pointer parameters (GSL's vectors and matrices, its gsl_sf_result out-parameters):
 // fields become parameters, passed by value where nothing can change them before the function
 // reads them, else by address (written fields and fields of their type, a conditional first
@@ -137,6 +137,12 @@ typedef struct { size_t n; unsigned char *bytes; double *data; } buf;
 void copy_bytes(buf *b) {  // a store through unsigned char * may change b->data
   for (size_t i = 0; i < b->n; i++) b->bytes[i] = (unsigned char)((long)b->data[i] & 255);
 }
+double sum_or_error(const vec *v, int n) {  // v is NULL on the error path
+  if (n < 0) return -1.0;
+  double s = 0;
+  for (size_t i = 0; i < v->size; i++) s += v->data[i * v->stride];
+  return s;
+}
 static double d1[300], d2[300], ma[64 * 64], mb[64 * 64], mc[64 * 64];
 int main(void) {
   for (int i = 0; i < 300; i++) { d1[i] = i; d2[i] = 300 - i; }
@@ -181,5 +187,6 @@ int main(void) {
   buf bb = {8, bytes, d1};
   copy_bytes(&bb);
   printf("%d %d\n", bytes[3], bytes[7]);
+  printf("%.17g %.17g\n", sum_or_error(0, -1), sum_or_error(&a, 1));
   return 0;
 }
