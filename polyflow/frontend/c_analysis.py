@@ -133,3 +133,20 @@ def _nonzero_constant(node: c_ast.Node) -> bool:
         return int(node.value.rstrip("uUlL"), 0) != 0
     except ValueError:
         return node.value.strip("0uUlL") != ""
+
+
+def replace_child(parent: c_ast.Node, old: c_ast.Node, new: c_ast.Node) -> None:
+    """Put `new` where `old` is among `parent`'s children."""
+    for slot in parent.__slots__:
+        if slot in ("coord", "__weakref__"):
+            continue
+        value = getattr(parent, slot, None)
+        if value is old:
+            setattr(parent, slot, new)
+            return
+        if isinstance(value, list):
+            for k, item in enumerate(value):
+                if item is old:
+                    value[k] = new
+                    return
+    raise AssertionError("the node is not a child of its parent")

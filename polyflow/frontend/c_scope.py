@@ -11,6 +11,7 @@ from pycparser import c_ast
 
 from polyflow.frontend import c_analysis as ana
 from polyflow.frontend.c_parse import ParsedC, is_stand_in_header
+from polyflow.frontend.c_pointer_locals import inline_pointer_locals, parameter_names
 from polyflow.frontend.c_struct_params import struct_of_pointer, unpack_struct_parameters
 from polyflow.frontend.c_types import (
     INT,
@@ -215,6 +216,7 @@ class FileScope:
         # once per definition: unpacking struct parameters rewrites the body (c_struct_params)
         known = self._interfaces.get(id(fdef))
         if known is None:
+            inline_pointer_locals(fdef.body, parameter_names(fdef))
             known = self._interfaces[id(fdef)] = self._interface(fdef.decl, fdef)
         return known
 

@@ -118,7 +118,7 @@ def unpack_struct_parameters(
                 new: c_ast.Node = c_ast.ArrayRef(address, c_ast.Constant("int", "0"), ref.coord)
             else:
                 new = c_ast.ID(name, ref.coord)
-            _replace(parents[id(ref)], ref, new)
+            ana.replace_child(parents[id(ref)], ref, new)
     params: list[tuple[str, Scalar | Array]] = []
     plain_types = dict(plain)
     for decl in fdef.decl.type.args.params if fdef.decl.type.args else []:
@@ -405,22 +405,6 @@ def _array_name(node: c_ast.Node) -> str | None:
     ):
         return f"{node.name.name}{ARROW}{node.field.name}"
     return None
-
-
-def _replace(parent: c_ast.Node, old: c_ast.Node, new: c_ast.Node) -> None:
-    for slot in parent.__slots__:
-        if slot in ("coord", "__weakref__"):
-            continue
-        value = getattr(parent, slot, None)
-        if value is old:
-            setattr(parent, slot, new)
-            return
-        if isinstance(value, list):
-            for k, item in enumerate(value):
-                if item is old:
-                    value[k] = new
-                    return
-    raise AssertionError("the struct field reference is not a child of its parent")
 
 
 __all__ = ["ARROW", "struct_of_pointer", "unpack_struct_parameters"]
