@@ -64,3 +64,41 @@ def test_the_name_queries_see_the_whole_statement(tmp_path: Path) -> None:
     assert {"add", "pick", "table", "n"} <= c_analysis.referenced_names(f.body)
     assert c_analysis.called_names(f.body) == {"add"}
     assert c_analysis.contains_return(f.body)
+
+
+def _rewritten(source: str) -> str:
+    """`source`'s one function, its local pointers rewritten (c_pointer_locals), as C."""
+    from pycparser import c_generator, c_parser
+
+    from polyflow.frontend.c_pointer_locals import inline_pointer_locals, parameter_names
+
+    fdef = c_parser.CParser().parse(source).ext[-1]
+    inline_pointer_locals(fdef.body, parameter_names(fdef))
+    return " ".join(c_generator.CGenerator().visit(fdef).split())
+
+
+def test_a_pointer_set_once_becomes_subscripts_of_its_array() -> None:
+    text = _rewritten(
+        "typedef struct { double *data; } vec;\n"
+        "void f(vec *v, double *a, int k, int n) {\n"
+        "  double *const d = v->data; double *c = a + k; double *e = &a[n];\n"
+        "  d[1] = *(c + 2) + *e + *(double *) (d + n);\n}"
+    )
+    assert "{ v->data[1] = (a[k + 2] + a[n]) + v->data[n]; }" in text
+
+
+def test_an_offset_that_changes_later_is_kept_in_a_local() -> None:
+    text = _rewritten("void f(double *a, int k) { double *r = a + k; k = 0; r[1] = k; }")
+    assert "long r@offset = k;" in text and "a[r@offset + 1] = k;" in text
+
+
+def test_pointers_that_move_escape_or_point_at_globals_are_left() -> None:
+    for source in (
+        "void f(double *a) { double *p = a; *p++ = 1; }",  # moves
+        "void g(double *); void f(double *a) { double *p = a + 1; g(p); }",  # passed on
+        "double t[4]; void f(void) { double *p = t; p[0] = 1; }",  # a global: a call may move
+    ):
+        assert "double *p" in _rewritten(source), source
+    # a local shadows the offset's variable where the pointer is used: the offset is kept
+    text = _rewritten("void f(double *a, int k) { double *p = a + k; { int k = 2; p[k] = 1; } }")
+    assert "long p@offset = k; { int k = 2; a[p@offset + k] = 1; }" in text
