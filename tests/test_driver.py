@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import polyflow
 from polyflow.drivers.c_splice import find_function_body
 
@@ -167,3 +169,23 @@ def test_parallel_executables_run_without_the_virtual_environment(tmp_path: Path
             [str(moved)], capture_output=True, text=True, env={"OMP_NUM_THREADS": threads}
         )
         assert run.returncode == 0 and run.stdout == "99999.0\n", run.stderr
+
+
+def test_a_spliced_file_that_cc_rejects_is_built_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the file with the compiled bodies cut out is polyflow's; were cc to reject it (as it did
+    # `&p->bits` of a bit-field), the file as the user wrote it is compiled by cc alone
+    import polyflow.drivers.build as build
+
+    real_splice = build.splice
+    monkeypatch.setattr(
+        build, "splice", lambda *args, **kwargs: real_splice(*args, **kwargs) + "\n#error cut\n"
+    )
+    source = """#include <stdio.h>
+void scale(int n, double *a) { for (int i = 0; i < n; i++) a[i] *= 3; }
+int main(void) { double a[3] = {1, 2, 3}; scale(3, a); printf("%g\\n", a[0] + a[2]); return 0; }
+"""
+    report, ours, theirs = build_and_run(tmp_path, source)
+    assert ours == theirs and report.compiled == []
+    assert report.fallbacks["scale"] == "internal error in polyflow's backend"

@@ -287,6 +287,7 @@ def build_program(
         rest_job = _RestCompile(spliced, rest, options, source_dir, filename)
         kernels: Compiled | None = None
         try:
+            as_written = spliced.with_suffix(Path(filename).suffix or ".c")
             try:
                 with cmod.context:
                     kernels = _kernel_object(cmod, options, cache, report, after_stage)
@@ -295,15 +296,24 @@ def build_program(
                 if bodies:  # the file as it was, all of it through cc
                     rest_job.cancel()
                     bodies = {}
-                    spliced = spliced.with_suffix(Path(filename).suffix or ".c")
-                    spliced.write_text(text)
-                    rest_job = _RestCompile(spliced, rest, options, source_dir, filename)
+                    as_written.write_text(text)
+                    rest_job = _RestCompile(as_written, rest, options, source_dir, filename)
             start = time.perf_counter()
             objects: list[str] = []
             if bodies and kernels is not None:
                 (Path(tmp) / "kernels.o").write_bytes(kernels.object)
                 objects.append(str(Path(tmp) / "kernels.o"))
-            rest_job.wait()
+            try:
+                rest_job.wait()
+            except CompileError as exc:
+                if not bodies:
+                    raise  # the file as written: cc's error is the user's
+                # the spliced file is polyflow's: the file as it was, all of it through cc
+                _give_up_on_mlir(report, filename, exc)
+                objects = []
+                as_written.write_text(text)
+                rest_job = _RestCompile(as_written, rest, options, source_dir, filename)
+                rest_job.wait()
         finally:
             rest_job.cancel()  # only where something above raised
         if objects and kernels is not None and kernels.openmp:

@@ -233,6 +233,8 @@ def _field_type(scope: object, struct: c_ast.Struct, ref: c_ast.StructRef) -> Sc
         if isinstance(decl, c_ast.Decl) and decl.name == ref.field.name:
             if "volatile" in (decl.quals or []) or _volatile(decl.type):
                 raise Unsupported(f"field '{decl.name}' is volatile", ref)
+            if decl.bitsize is not None:  # no address to pass, and no type of its width
+                raise Unsupported(f"field '{decl.name}' is a bit-field", ref)
             t = scope.resolve(decl.type, allow_vla=False)  # type: ignore[attr-defined]
             if isinstance(t, Scalar | Array):
                 return t

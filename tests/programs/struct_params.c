@@ -1,5 +1,5 @@
 // polyflow: compiled=vec_scale,vec_add,mat_trace_prod,vec_sum_checked,vec_bump,series_e,accumulate_into,checked_sum_e,cheb_eval,vec_len_or,perm_fill,vec_len_after_call,scale_field_into,count_with_bumps,mat_mul,sum_or_error
-// polyflow: fallback=vec_isnull,copy_bytes
+// polyflow: fallback=vec_isnull,copy_bytes,count_flags
 // Struct pointer parameters (GSL's vectors and matrices, its gsl_sf_result out-parameters):
 // fields become parameters, passed by value where nothing can change them before the function
 // reads them, else by address (written fields and fields of their type, a conditional first
@@ -143,6 +143,10 @@ double sum_or_error(const vec *v, int n) {  // v is NULL on the error path
   for (size_t i = 0; i < v->size; i++) s += v->data[i * v->stride];
   return s;
 }
+struct flags { unsigned ready : 1; unsigned count : 7; };
+void count_flags(struct flags *f, int n) {  // bit-fields have no address to pass
+  for (int i = 0; i < n; i++) f->count += f->ready;
+}
 static double d1[300], d2[300], ma[64 * 64], mb[64 * 64], mc[64 * 64];
 int main(void) {
   for (int i = 0; i < 300; i++) { d1[i] = i; d2[i] = 300 - i; }
@@ -188,5 +192,8 @@ int main(void) {
   copy_bytes(&bb);
   printf("%d %d\n", bytes[3], bytes[7]);
   printf("%.17g %.17g\n", sum_or_error(0, -1), sum_or_error(&a, 1));
+  struct flags fl = {1, 3};
+  count_flags(&fl, 9);
+  printf("%u %u\n", fl.ready, fl.count);
   return 0;
 }
