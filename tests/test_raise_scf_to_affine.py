@@ -700,3 +700,28 @@ def test_polybench_kernel_is_fully_affine(kernel: str) -> None:
         func.walk(visit, ir.WalkOrder.PRE_ORDER)
     assert left == EXPECTED_LEFT.get(kernel, []), "\n".join(left)
     assert seconds < MAX_SECONDS, f"{kernel}: {seconds:.3f} s"
+
+
+UNSIGNED_AFTER_EARLY_RETURN = """
+#include <stddef.h>
+int k(size_t n, size_t m, double *a) {
+  if (n != m) return 1;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++) a[i * 12 + j] += a[j * 12 + i];
+  return 0;
+}"""
+
+
+def test_a_loop_after_an_early_return_has_its_unsigned_bound_as_a_symbol() -> None:
+    # the frontend casts `n` to index inside the branch that did not return; the cast is
+    # hoisted to the top level, where it is a symbol (GSL's matrix functions check sizes first)
+    raised, plain = _emit(UNSIGNED_AFTER_EARLY_RETURN), _emit(UNSIGNED_AFTER_EARLY_RETURN)
+    text = _prepare(raised, mem2reg=True, raise_it=True)
+    _prepare(plain, mem2reg=True, raise_it=False)
+    assert _reasons(text) == [] and text.count("affine.for") == 2, text
+    a = np.random.default_rng(3).uniform(size=12 * 12)
+    for n, m in ((12, 12), (12, 11)):
+        got, [got_a] = _run(_jit(raised, "k"), [n, m, a])
+        want, [want_a] = _run(_jit(plain, "k"), [n, m, a])
+        assert got == want
+        np.testing.assert_array_equal(got_a, want_a)

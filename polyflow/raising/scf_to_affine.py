@@ -150,11 +150,53 @@ def _move_body(src: ir.Block, dst: ir.Block) -> None:
         op.operation.move_before(new.operation)
 
 
+# Pure casts between integer widths and `index`.
+_CASTS = frozenset(
+    {"arith.index_cast", "arith.index_castui", "arith.extui", "arith.extsi", "arith.trunci"}
+)
+
+
+def hoist_casts_of_top_level_values(func: ir.Operation) -> ir.Operation:
+    """Move every cast of a function argument or top-level value to the top level (after its
+    operand): it has the same value everywhere, and there it is a symbol of the loops nested in
+    conditionals (a loop after an early `return`, whose `size_t` bound is cast to `index`)."""
+    entry = func.regions[0].blocks[0]
+    while found := _nested_casts_of_top_level_values(func):
+        for op in found:
+            operand = op.operands[0]
+            if isinstance(operand, ir.BlockArgument):
+                op.move_before(entry.operations[0])
+            else:
+                op.move_after(operand.owner.operation)
+    return func
+
+
+def _nested_casts_of_top_level_values(func: ir.Operation) -> list[ir.Operation]:
+    def at_top(parent: ir.OpView | None) -> bool:
+        return parent is not None and parent.operation == func
+
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in _CASTS and not at_top(op.parent):
+            operand = op.operands[0]
+            if isinstance(operand, ir.BlockArgument):
+                if operand.owner.owner.operation == func:
+                    found.append(op)
+            elif at_top(operand.owner.operation.parent):
+                found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)
+    return found
+
+
 class _Raiser:
     """One function's raising (see the module docstring for the order of the phases)."""
 
     def __init__(self, func: ir.Operation, speculate_loads: bool) -> None:
         self.func = func
+        hoist_casts_of_top_level_values(func)
         self.analysis = AffineAnalysis(func)
         self.speculate_loads = speculate_loads
         self.maybe_dead: list[ir.Operation] = []
