@@ -150,3 +150,26 @@ def replace_child(parent: c_ast.Node, old: c_ast.Node, new: c_ast.Node) -> None:
                     value[k] = new
                     return
     raise AssertionError("the node is not a child of its parent")
+
+
+def parent_map(root: c_ast.Node) -> dict[int, c_ast.Node]:
+    """Each node under `root` (by `id`) → its parent."""
+    parents: dict[int, c_ast.Node] = {}
+    for node in walk(root):
+        for _, child in node.children():
+            parents[id(child)] = node
+    return parents
+
+
+def array_name(node: c_ast.Node) -> str | None:
+    """The name an array expression goes by: `a`, or `p->f` for a field of pointer `p`."""
+    if isinstance(node, c_ast.ID):
+        return node.name
+    if (
+        isinstance(node, c_ast.StructRef)
+        and node.type == "->"
+        and isinstance(node.name, c_ast.ID)
+        and isinstance(node.field, c_ast.ID)
+    ):
+        return f"{node.name.name}->{node.field.name}"
+    return None

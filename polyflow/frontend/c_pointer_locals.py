@@ -21,8 +21,6 @@ from pycparser import c_ast
 
 from polyflow.frontend import c_analysis as ana
 
-_CHANGING_OPS = ("++", "--", "p++", "p--", "&")
-
 
 def inline_pointer_locals(body: c_ast.Compound | None, parameters: set[str]) -> None:
     """Rewrite, in place, the uses of each local pointer of `body` that always points into one
@@ -31,7 +29,7 @@ def inline_pointer_locals(body: c_ast.Compound | None, parameters: set[str]) -> 
     if body is None:
         return
     declared = _declaration_counts(body)
-    changed = _changed_names(body)
+    changed = ana.assigned_names(body)
     for compound in [n for n in ana.walk(body) if isinstance(n, c_ast.Compound)]:
         for decl in list(compound.block_items or []):
             if isinstance(decl, c_ast.Decl) and _is_pointer_local(decl):
@@ -63,40 +61,24 @@ def _declaration_counts(body: c_ast.Node) -> dict[str, int]:
     return counts
 
 
-def _changed_names(body: c_ast.Node) -> set[str]:
-    """The variables assigned, incremented, decremented or whose address is taken."""
-    changed: set[str] = set()
-    for n in ana.walk(body):
-        target = None
-        if isinstance(n, c_ast.Assignment):
-            target = n.lvalue
-        elif isinstance(n, c_ast.UnaryOp) and n.op in _CHANGING_OPS:
-            target = n.expr
-        if isinstance(target, c_ast.ID):
-            changed.add(target.name)
-    return changed
-
-
 def _base_and_offset(init: c_ast.Node) -> tuple[c_ast.Node, c_ast.Node | None] | None:
     """(array, offset) for `A`, `A + e` and `&A[e]`; None for anything else."""
-    if _is_array_name(init):
+    if ana.array_name(init) is not None:
         return init, None
-    if isinstance(init, c_ast.BinaryOp) and init.op == "+" and _is_array_name(init.left):
+    if (
+        isinstance(init, c_ast.BinaryOp)
+        and init.op == "+"
+        and ana.array_name(init.left) is not None
+    ):
         return init.left, init.right
     if (
         isinstance(init, c_ast.UnaryOp)
         and init.op == "&"
         and isinstance(init.expr, c_ast.ArrayRef)
-        and _is_array_name(init.expr.name)
+        and ana.array_name(init.expr.name) is not None
     ):
         return init.expr.name, init.expr.subscript
     return None
-
-
-def _is_array_name(node: c_ast.Node) -> bool:
-    return isinstance(node, c_ast.ID) or (
-        isinstance(node, c_ast.StructRef) and node.type == "->" and isinstance(node.name, c_ast.ID)
-    )
 
 
 def _inline(
@@ -165,10 +147,7 @@ def _uses(
 ) -> list[tuple[c_ast.Node, c_ast.Node, c_ast.Node | None]] | None:
     """Each use of pointer `name` as (parent, the node to replace, the subscript: None for
     `*d`); None when some use is not a subscript or a dereference."""
-    parents: dict[int, c_ast.Node] = {}
-    for n in ana.walk(body):
-        for _, child in n.children():
-            parents[id(child)] = n
+    parents = ana.parent_map(body)  # afresh: rewriting an earlier pointer replaced nodes
     pointee = _spelling(decl.type)
     uses: list[tuple[c_ast.Node, c_ast.Node, c_ast.Node | None]] = []
     for n in ana.walk(body):

@@ -70,7 +70,7 @@ def unpack_struct_parameters(
     identifiers of those names. `plain` holds the other parameters' types, by name, in order.
     Unsupported when the unpacking cannot be shown to keep the function's meaning."""
     body = fdef.body
-    parents = _parents(body)
+    parents = ana.parent_map(body)
     refs: dict[str, list[c_ast.StructRef]] = {p: [] for p in struct_params}
     for node in ana.walk(body):
         if isinstance(node, c_ast.ID) and node.name in struct_params:
@@ -194,14 +194,6 @@ def _fields_passed_by_address(
         fdef.decl,
     )
     return by_address, guarded
-
-
-def _parents(root: c_ast.Node) -> dict[int, c_ast.Node]:
-    parents: dict[int, c_ast.Node] = {}
-    for node in ana.walk(root):
-        for _, child in node.children():
-            parents[id(child)] = node
-    return parents
 
 
 def _is_written(ref: c_ast.StructRef, parents: dict[int, c_ast.Node]) -> bool:
@@ -379,7 +371,7 @@ def _stored_arrays(body: c_ast.Node) -> set[str] | None:
             name = node.name.name if isinstance(node.name, c_ast.ID) else None
             if name is None or not is_math_function(name):
                 for arg in ana.walk(node.args):
-                    key = _array_name(arg)
+                    key = ana.array_name(arg)
                     if key is not None:
                         stored.add(key)
             continue
@@ -389,24 +381,11 @@ def _stored_arrays(body: c_ast.Node) -> set[str] | None:
             continue  # a field itself (passed by address when written)
         while isinstance(target, c_ast.ArrayRef):
             target = target.name
-        key = _array_name(target)
+        key = ana.array_name(target)
         if key is None:
             return None
         stored.add(key)
     return stored
-
-
-def _array_name(node: c_ast.Node) -> str | None:
-    if isinstance(node, c_ast.ID):
-        return node.name
-    if (
-        isinstance(node, c_ast.StructRef)
-        and node.type == ARROW
-        and isinstance(node.name, c_ast.ID)
-        and isinstance(node.field, c_ast.ID)
-    ):
-        return f"{node.name.name}{ARROW}{node.field.name}"
-    return None
 
 
 __all__ = ["ARROW", "struct_of_pointer", "unpack_struct_parameters"]
