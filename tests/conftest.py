@@ -5,6 +5,7 @@ key can see. The tests of the cache turn it on, each with a directory of its own
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -14,6 +15,10 @@ def pytest_configure() -> None:
     os.environ["POLYFLOW_CACHE"] = "off"
     # and should one be turned on without a directory: never the user's own cache
     os.environ["POLYFLOW_CACHE_DIR"] = tempfile.mkdtemp(prefix="polyflow-test-cache-")
+
+
+def pytest_unconfigure() -> None:
+    shutil.rmtree(os.environ.get("POLYFLOW_CACHE_DIR", ""), ignore_errors=True)
 
 
 @pytest.fixture

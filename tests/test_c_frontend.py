@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -217,3 +219,16 @@ def test_vla_declared_in_a_loop_is_freed_every_iteration() -> None:
     # 2000 iterations x 800 KB would overflow the stack if the arrays were not released.
     n, reps = 100_000, 2000
     assert f(n, reps) == sum(i * 0.5 for i in range(n)) * reps + n * sum(range(reps))
+
+
+def test_header_constants_directory_is_shared_not_leaked() -> None:
+    """Every process of a build (polyflow cc runs one per unit) finds the same directory of
+    stand-in headers, named by its contents, rather than leaving a new one in /tmp."""
+    from polyflow.frontend.c_parse import header_constants
+
+    first = header_constants("gcc")
+    header_constants.cache_clear()
+    again = header_constants("gcc")
+    assert first == again
+    text = (Path(again) / "float.h").read_text()
+    assert "#define DBL_MAX" in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import shutil
@@ -205,8 +206,8 @@ def is_stand_in_header(path: str) -> bool:
 @functools.cache
 def header_constants(cc: str) -> str:
     """A directory of float.h, limits.h, stdint.h and math.h that include pycparser's fake ones
-    and define each of HEADER_CONSTANTS the real headers (`cc`'s) give a plain value."""
-    directory = Path(tempfile.mkdtemp(prefix="polyflow-headers-"))
+    and define each of HEADER_CONSTANTS the real headers (`cc`'s) give a plain value. Named by
+    its contents, so every process of a build shares one directory instead of leaving its own."""
     macros: dict[str, str] = {}
     try:
         done = subprocess.run(
@@ -223,15 +224,30 @@ def header_constants(cc: str) -> str:
                 macros[parts[1]] = parts[2]
     except (OSError, subprocess.TimeoutExpired):
         pass  # no constants: functions that use them are left to cc, as before
+    files = {"omp.h": _OMP_H}
     for header, names in HEADER_CONSTANTS.items():
         lines = [f"#include_next <{header}>"]
         for name in names:
             value = _resolve(macros.get(name), macros)
             if value is not None:
                 lines.append(f"#ifndef {name}\n#define {name} {value}\n#endif")
-        (directory / header).write_text("\n".join(lines) + "\n")
-    (directory / "omp.h").write_text(_OMP_H)
-    return str(directory)
+        files[header] = "\n".join(lines) + "\n"
+    digest = hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()[:16]
+    final = Path(tempfile.gettempdir()) / f"polyflow-headers-{os.getuid()}-{digest}"
+    if all((final / name).is_file() for name in files):
+        return str(final)
+    staging = Path(tempfile.mkdtemp(prefix="polyflow-headers-staging-"))
+    for name, text in files.items():
+        (staging / name).write_text(text)
+    try:
+        staging.rename(final)  # atomic: a process racing us may have made it first
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if not all((final / name).is_file() for name in files):
+            final.mkdir(parents=True, exist_ok=True)  # a broken leftover: refill it in place
+            for name, text in files.items():
+                (final / name).write_text(text)
+    return str(final)
 
 
 # <omp.h> for the parse (-fopenmp builds include it; pycparser has none): the runtime's types
