@@ -469,3 +469,34 @@ def test_the_report_names_loops_as_the_c_source_does() -> None:
     )
     (total,) = report.function("total").loops
     assert total.construct == "do" and total.reason.startswith("a do-while loop: ")  # type: ignore[union-attr]
+
+
+def test_counted_loops_comparing_signed_with_unsigned_are_raised() -> None:
+    """`size_t k < 2` and `int i = 0; i < unsigned_n` are counted loops (the signed side is a
+    constant >= 0); `int i = -1; i < unsigned_n` is not: -1 becomes the largest unsigned."""
+    source = """
+    #include <stddef.h>
+    void pair_swap(double *d, size_t s, size_t i, size_t j) {
+      for (size_t k = 0; k < 2; k++) {
+        double t = d[j * s + k]; d[j * s + k] = d[i * s + k]; d[i * s + k] = t;
+      }
+    }
+    long from_zero(const long *x, unsigned n) {
+      long s = 0;
+      for (int i = 0; i < n; i++) s += x[i];
+      return s;
+    }
+    long from_minus_one(const long *x, unsigned n) {
+      long s = 0;
+      for (int i = -1; i < n; i++) s += x[i + 1];
+      return s;
+    }
+    """
+    affine = polyflow.compile_c(source, "pair_swap").mlir("affine")
+    bodies = {
+        name: affine.split(f"func.func private @{name}(")[1].split("func.func")[0]
+        for name in ("pair_swap", "from_zero", "from_minus_one")
+    }
+    assert "affine.for" in bodies["pair_swap"]
+    assert "affine.for" in bodies["from_zero"]
+    assert "affine.for" not in bodies["from_minus_one"] and "scf.while" in bodies["from_minus_one"]

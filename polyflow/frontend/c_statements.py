@@ -350,9 +350,21 @@ class FunctionEmitter(ExpressionEmitter):
         common = usual_arithmetic_conversion(vt, bt)
         if not common.is_int:
             return None
-        if not common.signed and (vt.signed or bt.signed or step < 0):
+        # compared as unsigned: a signed start or bound takes part only as a constant >= 0 (a
+        # negative one would become a huge unsigned value, which the index arithmetic misses)
+        if not common.signed and (
+            step < 0
+            or (vt.signed and not self.is_constant_at_least_zero(start))
+            or (bt.signed and not self.is_constant_at_least_zero(bound))
+        ):
             return None
         return var, vt, start, bound, cmp, step, declared
+
+    def is_constant_at_least_zero(self, expr: c_ast.Node) -> bool:
+        try:
+            return self.file.const_int(expr) >= 0
+        except Unsupported:
+            return False
 
     def match_step(self, nxt: c_ast.Node | None, var: str) -> int | None:
         def is_var(n: c_ast.Node) -> bool:
