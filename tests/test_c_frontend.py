@@ -232,3 +232,38 @@ def test_header_constants_directory_is_shared_not_leaked() -> None:
     assert first == again
     text = (Path(again) / "float.h").read_text()
     assert "#define DBL_MAX" in text
+
+
+@pytest.mark.parametrize(
+    "literal", ["0.1L", "1e-30L", "3.0L", "0x1.8p-3L", "1.0000000000000000001L", "-2.5e300L"]
+)
+def test_long_double_literals_are_exact(literal: str) -> None:
+    """A long double literal is rounded once, to the x87 format (not to double first): the
+    bits equal NumPy's long double parse of the same text (x86-64)."""
+    from fractions import Fraction
+
+    from polyflow.frontend.c_scope import float_literal_value, x87_bits
+
+    value = float_literal_value(literal.lstrip("-"))
+    bits = x87_bits(-value if literal.startswith("-") else value)
+    text = literal.rstrip("L")
+    expected = np.longdouble(float.fromhex(text) if "0x" in text else text)
+    assert bits is not None and bits.to_bytes(16, "little")[:10] == expected.tobytes()[:10]
+    assert x87_bits(Fraction(10) ** 5000) is None  # beyond the format: left to cc
+
+
+def test_long_double_accumulator_matches_numpy_longdouble() -> None:
+    source = """
+    double mean(const double *x, unsigned long n) {
+      long double m = 0;
+      for (unsigned long i = 0; i < n; i++) m += (x[i] - m) / (i + 1);
+      return m;
+    }
+    """
+    fn = polyflow.compile_c(source, options={"opt_level": 3})
+    assert "f80" in fn.mlir("affine") and "affine.for" in fn.mlir("affine")
+    x = 1.0 / np.arange(3.0, 103.0) + 1e8
+    m = np.longdouble(0)
+    for i, v in enumerate(x):
+        m += (np.longdouble(v) - m) / np.longdouble(i + 1)
+    assert fn(x, len(x)) == float(m)

@@ -170,6 +170,10 @@ def test_flags_that_change_what_c_means_leave_the_unit_to_cc(project: Path) -> N
     iso = parse_cc_args(["-O3", "-std=c99", "-c", "kern.c"])
     assert "-ffp-contract=off" in iso.polyflow_args and "-std=c99" in iso.cc_flags
     assert not parse_cc_args(["-O3", "-fPIC", "-c", "kern.c"]).meaning_flags
+    # flags that change the sizes of long, pointers or long double
+    for flag in ("-m32", "-mx32", "-mlong-double-64", "-mlong-double-128"):
+        assert parse_cc_args(["-O3", flag, "-c", "kern.c"]).meaning_flags == [flag]
+    assert not parse_cc_args(["-O3", "-m64", "-mavx2", "-c", "kern.c"]).meaning_flags
 
 
 def test_a_unit_polyflow_cannot_parse_is_cc_s(project: Path) -> None:

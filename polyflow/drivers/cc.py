@@ -68,6 +68,8 @@ _NEUTRAL_F_FLAGS = (
     "-fno-exceptions", "-fmax-errors=", "-fno-builtin-", "-fdebug-prefix-map=",
     "-ffile-prefix-map=", "-fmacro-prefix-map=", "-fno-semantic-interposition",
 )  # fmt: skip
+# -m flags that change the sizes of C's types (long, pointers, long double): the command is cc's.
+_TYPE_SIZE_FLAGS = ("-m32", "-mx32", "-m16", "-mlong-double-", "-m96bit-long-double")
 # gcc's OpenMP: the functions with `#pragma omp` stay with cc (frontend/c_pragmas.py), compiled
 # with it; their GOMP_* calls run on the OpenMP runtime polyflow links (libiomp5 implements
 # libgomp's interface), so one thread pool serves both.
@@ -172,7 +174,9 @@ def parse_cc_args(argv: list[str]) -> CcCommand:
         elif arg in _OPENMP_FLAGS:
             cmd.openmp = True
             cmd.cc_flags.append(arg)
-        elif arg.startswith("-f") and not arg.startswith(_NEUTRAL_F_FLAGS):
+        elif (arg.startswith("-f") and not arg.startswith(_NEUTRAL_F_FLAGS)) or arg.startswith(
+            _TYPE_SIZE_FLAGS
+        ):
             cmd.cc_flags.append(arg)
             cmd.meaning_flags.append(arg)
         else:  # a flag only gcc knows: every cc run gets it

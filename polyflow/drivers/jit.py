@@ -32,6 +32,7 @@ from polyflow.toolchain import openmp_library_dir
 _CTYPES = {
     ("float", 32, True): ctypes.c_float,
     ("float", 64, True): ctypes.c_double,
+    ("float", 80, True): ctypes.c_longdouble,
     ("int", 8, True): ctypes.c_int8,
     ("int", 8, False): ctypes.c_uint8,
     ("int", 16, True): ctypes.c_int16,

@@ -80,6 +80,12 @@ def math_signature(name: str) -> tuple[Scalar, int]:
     return t, (1 if base in _UNARY_FLOAT else 2)
 
 
+def is_classification(name: str) -> bool:
+    """isnan, isinf, isfinite (and their __builtin_ spellings): C macros that take any
+    floating type, so a long double is classified as itself, not as a double."""
+    return name in _CLASSIFY
+
+
 def math_result_type(name: str) -> Scalar:
     """The type a math function returns (its argument type, but int for classifications)."""
     return INT if name in _CLASSIFY else math_signature(name)[0]

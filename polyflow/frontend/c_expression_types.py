@@ -29,11 +29,13 @@ from polyflow.frontend.c_types import (
     DOUBLE,
     FLOAT,
     INT,
+    LONG_DOUBLE,
     ULONG,
     Array,
     Scalar,
     Unsupported,
     Void,
+    has_x87_long_double,
     integer_promote,
     usual_arithmetic_conversion,
 )
@@ -248,6 +250,10 @@ class ExpressionTypes:
             return INT
         if node.type in ("float", "double"):
             return FLOAT if node.value[-1] in "fF" else DOUBLE
+        if node.type == "long double":
+            if not has_x87_long_double():
+                raise Unsupported("'long double' is not supported on this machine", node)
+            return LONG_DOUBLE
         raise Unsupported(f"{node.type} literals are not supported", node)
 
     def callee_name(self, node: c_ast.FuncCall) -> str:

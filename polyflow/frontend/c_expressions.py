@@ -14,6 +14,7 @@ from pycparser import c_ast
 from polyflow.frontend import c_analysis as ana
 from polyflow.frontend.c_builtins import (
     emit_math_call,
+    is_classification,
     is_math_function,
     math_result_type,
     math_signature,
@@ -24,10 +25,12 @@ from polyflow.frontend.c_scope import (
     CFunction,
     LValue,
     char_literal,
+    float_literal_value,
     int_literal,
     is_int_literal,
     mlir_type,
     sizeof,
+    x87_bits,
 )
 from polyflow.frontend.c_types import (
     BOOL,
@@ -61,9 +64,14 @@ class ExpressionEmitter(ExpressionTypes):
                 return self.const(t, int_literal(node.value, node)[0]), t
             if node.type == "char":
                 return self.const(t, char_literal(node.value)), t
-            text = node.value.rstrip("fFlL")
-            value = float.fromhex(text) if text.lower().startswith("0x") else float(text)
-            return self.const(t, value), t
+            value = float_literal_value(node.value)
+            if t.bits == 80:  # exactly: a double in between would round twice
+                bits = x87_bits(value)
+                if bits is None:
+                    raise Unsupported("a long double literal outside double's range", node)
+                attr = ir.Attribute.parse(f"0x{bits:020X} : f80")
+                return arith.constant(mlir_type(t), attr), t
+            return self.const(t, float(value)), t
         if isinstance(node, c_ast.ID):
             return self.read_var(node)
         if isinstance(node, (c_ast.ArrayRef,)) or (
@@ -351,7 +359,12 @@ class ExpressionEmitter(ExpressionTypes):
             t, arity = math_signature(name)
             if len(args) != arity:
                 raise Unsupported(f"'{name}' takes {arity} argument(s)", node)
-            vals = [self.convert(*self.emit_expr(a), t) for a in args]
+            vals = []
+            for a in args:
+                v, at = self.emit_expr(a)
+                vals.append(
+                    self.convert(v, at, at if is_classification(name) and at.is_float else t)
+                )
             return [(emit_math_call(name, vals), math_result_type(name))]
         if name in self.file.defs:
             raise Unsupported(f"calls '{name}', which is left to the C compiler", node)

@@ -5,6 +5,7 @@ initializers."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from mlir import ir
 from pycparser import c_ast
@@ -83,6 +84,8 @@ def mlir_type(t: Scalar | Array) -> ir.Type:
         shape = [d if isinstance(d, int) else DYN for d in t.dims]
         return ir.MemRefType.get(shape, mlir_type(t.elem))
     if t.is_float:
+        if t.bits == 80:
+            return ir.Type.parse("f80")
         return ir.F32Type.get() if t.bits == 32 else ir.F64Type.get()
     return ir.IntegerType.get_signless(t.bits)
 
@@ -308,11 +311,45 @@ def char_literal(text: str) -> int:
     return code - 256 if code > 127 else code
 
 
+def float_literal_value(text: str) -> Fraction:
+    """The exact value of a C floating literal's text (decimal or hexadecimal, any suffix)."""
+    body = text.rstrip("fFlL")
+    if not body.lower().startswith("0x"):
+        return Fraction(body)
+    mantissa, _, exponent = body[2:].lower().partition("p")
+    whole, _, fraction = mantissa.partition(".")
+    digits = int(whole + fraction or "0", 16)
+    return Fraction(digits, 16 ** len(fraction)) * Fraction(2) ** int(exponent or "0")
+
+
+def x87_bits(value: Fraction) -> int | None:
+    """The 80-bit x87 pattern nearest `value` (ties to even), or None for a value outside the
+    normal range (subnormal, infinite)."""
+    if value == 0:
+        return 0
+    sign, magnitude = (1, -value) if value < 0 else (0, value)
+    exponent = magnitude.numerator.bit_length() - magnitude.denominator.bit_length()
+    if Fraction(2) ** exponent > magnitude:
+        exponent -= 1
+    significand = round(magnitude / Fraction(2) ** (exponent - 63))  # round(): ties to even
+    if significand == 1 << 64:
+        significand, exponent = significand >> 1, exponent + 1
+    biased = exponent + 16383
+    if not 0 < biased < 0x7FFF:
+        return None
+    return (sign << 79) | (biased << 64) | significand
+
+
+def scalar_bytes(t: Scalar) -> int:
+    """sizeof of a scalar type: long double's 80 bits take 16 bytes (its alignment)."""
+    return 16 if t.bits == 80 else max(t.bits // 8, 1)
+
+
 def sizeof(t: CType, node: c_ast.Node) -> int:
     if isinstance(t, Scalar):
-        return max(t.bits // 8, 1)
+        return scalar_bytes(t)
     if isinstance(t, Array) and all(isinstance(d, int) for d in t.dims):
-        n = t.elem.bits // 8
+        n = scalar_bytes(t.elem)
         for d in t.dims:
             n *= d  # type: ignore[operator]
         return n

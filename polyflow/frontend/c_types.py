@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -44,7 +45,7 @@ class Scalar:
         if self.boolean:
             return "_Bool"
         if self.is_float:
-            return {32: "float", 64: "double"}[self.bits]
+            return {32: "float", 64: "double", 80: "long double"}[self.bits]
         base = {8: "char", 16: "short", 32: "int", 64: "long"}[self.bits]
         if self.bits == 8:
             return "signed char" if self.signed else "unsigned char"
@@ -55,7 +56,7 @@ class Scalar:
         if self.boolean:
             return "bool"
         if self.is_float:
-            return {32: "float32", 64: "float64"}[self.bits]
+            return {32: "float32", 64: "float64", 80: "longdouble"}[self.bits]
         return f"{'' if self.signed else 'u'}int{self.bits}"
 
     def __str__(self) -> str:
@@ -100,6 +101,15 @@ LONG = Scalar("int", 64, True)
 ULONG = Scalar("int", 64, False)
 FLOAT = Scalar("float", 32)
 DOUBLE = Scalar("float", 64)
+# x86-64's long double: the x87 80-bit format, stored in 16 bytes (MLIR's f80)
+LONG_DOUBLE = Scalar("float", 80)
+
+
+def has_x87_long_double() -> bool:
+    """Whether this machine's C long double is the x87 80-bit format polyflow compiles (x86-64;
+    elsewhere it is a 128-bit or 64-bit format, and such functions stay with cc)."""
+    return platform.machine() in ("x86_64", "AMD64")
+
 
 # Library typedefs whose fake-libc definitions are wrong for the real ABI (size_t is `int` there).
 KNOWN_TYPEDEFS: dict[str, Scalar] = {
@@ -131,9 +141,11 @@ def scalar_from_names(names: list[str], node: c_ast.Node) -> Scalar | Void:
     key = " ".join(rest)
     if key == "void":
         return Void()
-    if key in ("double", "long double"):
-        if key == "long double":
-            raise Unsupported("'long double' is not supported", node)
+    if key == "long double":
+        if not has_x87_long_double():
+            raise Unsupported("'long double' is not supported on this machine", node)
+        return LONG_DOUBLE
+    if key == "double":
         return DOUBLE
     if key == "float":
         return FLOAT
@@ -156,11 +168,7 @@ def integer_promote(t: Scalar) -> Scalar:
 def usual_arithmetic_conversion(a: Scalar, b: Scalar) -> Scalar:
     """The common type of a binary arithmetic operation (C11 6.3.1.8)."""
     if a.is_float or b.is_float:
-        return (
-            DOUBLE
-            if DOUBLE in (a, b) or (a.is_float and a.bits == 64) or (b.is_float and b.bits == 64)
-            else FLOAT
-        )
+        return max((t for t in (a, b) if t.is_float), key=lambda t: t.bits)
     a, b = integer_promote(a), integer_promote(b)
     if a == b:
         return a
