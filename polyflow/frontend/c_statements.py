@@ -136,6 +136,8 @@ class FunctionEmitter(ExpressionEmitter):
             memref.store(self.convert(*self.emit_expr(d.init), t), slot, [])
 
     def emit_local_array(self, d: c_ast.Decl, t: Array) -> None:
+        if t.dims and t.dims[0] is None and isinstance(d.type, c_ast.ArrayDecl):
+            t = Array(t.elem, (self.size_from_initializer(d, t), *t.dims[1:]))
         if any(dim is None for dim in t.dims):
             if isinstance(d.type, c_ast.PtrDecl):
                 raise Unsupported("local pointer variables are not supported", d)
@@ -148,6 +150,29 @@ class FunctionEmitter(ExpressionEmitter):
         self.bind(d.name, Var(t, slot=slot))
         if d.init is not None:
             self.emit_array_init(d.init, slot, t)
+
+    def size_from_initializer(self, d: c_ast.Decl, t: Array) -> int | None:
+        """The outer size of `T a[] = {...}`: its braced rows, or its values over the size of
+        a row (brace elision); None where designators or a mix leave it to cc."""
+        init = d.init
+        inner = t.dims[1:]
+        if not isinstance(init, c_ast.InitList) or not init.exprs:
+            return None
+        if not all(isinstance(dim, int) for dim in inner):
+            return None
+        if any(isinstance(e, c_ast.NamedInitializer) for e in init.exprs):
+            return None
+        if not inner:
+            return len(init.exprs)
+        rows = [isinstance(e, c_ast.InitList) for e in init.exprs]
+        if all(rows):
+            return len(init.exprs)
+        if any(rows):
+            return None
+        row = 1
+        for dim in inner:
+            row *= dim  # type: ignore[operator]
+        return -(-len(init.exprs) // row)
 
     def emit_array_init(self, init: c_ast.Node, slot: ir.Value, t: Array) -> None:
         if not isinstance(init, c_ast.InitList):

@@ -1,4 +1,4 @@
-// polyflow: compiled=moving_window_max,tile_transpose_blocks,row_histograms,prefix_via_local,local_scalars_only,small_matrix_power
+// polyflow: compiled=moving_window_max,tile_transpose_blocks,row_histograms,prefix_via_local,local_scalars_only,small_matrix_power,sized_by_initializer
 /* Local (stack) arrays of fixed size: 1-D buffers, 2-D tiles, zeroed by loops before use. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +113,18 @@ void small_matrix_power(int M[3][3], int p, int R[3][3]) {
       R[i][j] = acc[i][j];
 }
 
+/* arrays sized by their initializers: braced rows (one of them empty), brace elision */
+double sized_by_initializer(int n, const double *x) {
+  const double w[] = {0.25, 0.5, 0.25};
+  int tab[][3] = {{1, 2, 3}, {4, 5}, {}};
+  int flat[][2] = {1, 2, 3};
+  double s = 0;
+  for (int i = 1; i < n - 1; i++)
+    for (int k = 0; k < 3; k++)
+      s += w[k] * x[i + k - 1] * tab[k][i % 3] + flat[k / 2][k % 2];
+  return s + sizeof(w) + sizeof(tab) + sizeof(flat) / sizeof(flat[0]);
+}
+
 int main(void) {
   int n = 50, m = 23, b = 12;
   double *x = malloc(sizeof(double) * n);
@@ -149,6 +161,7 @@ int main(void) {
   small_matrix_power(M, 13, R);
   for (int i = 0; i < 3; i++)
     printf("%d %d %d\n", R[i][0], R[i][1], R[i][2]);
+  printf("sized_by_initializer=%.17g\n", sized_by_initializer(n, x));
 
   free(x);
   free(out);
