@@ -106,3 +106,36 @@ def test_explain_has_a_row_per_loop_nest(example: Path) -> None:
     table = _polyflow("explain", str(example)).stdout
     assert "what polyflow did with each loop nest" in table and "gemm" in table
     assert "micro-kernel" in table
+
+
+def test_explain_follows_included_templates_like_cc(tmp_path: Path) -> None:
+    """GSL defines its functions in `*_source.c` files that a unit includes once per type:
+    those are rows too, named by their file; `do { ... } while (0)` (a macro's wrapper) is no
+    loop; calls to other units' functions are allowed, as `polyflow cc -c` allows them; a loop
+    that runs once is folded, and says so."""
+    (tmp_path / "scale_source.c").write_text(
+        "int FN(double *x, unsigned long n, double a) {\n"
+        "  if (n == 0) do { report_error(\"empty\"); return 1; } while (0);\n"
+        "  for (unsigned long i = 0; i < n; i++)\n"
+        "    x[i] *= a;\n"
+        "  for (unsigned long k = 0; k < 1; k++)\n"
+        "    x[k] += 1;\n"
+        "  return 0;\n"
+        "}\n"
+    )
+    unit = tmp_path / "scale.c"
+    unit.write_text(
+        "void report_error(const char *why);\n"
+        "#define FN scale_double\n#include \"scale_source.c\"\n#undef FN\n"
+        "#define FN scale_twice\n#include \"scale_source.c\"\n#undef FN\n"
+    )
+    done = _polyflow("explain", str(unit), "-O3", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert {r["function"] for r in rows} == {"scale_double", "scale_twice"}
+    assert len(rows) == 4 and all(r["file"].endswith("scale_source.c") for r in rows)
+    by_line = {(r["function"], r["first_line"]): r for r in rows}
+    assert by_line["scale_double", 3]["raised"] == "yes"
+    assert by_line["scale_double", 5]["raised"] == "folded"
+    table = _polyflow("explain", str(unit), "-O3").stdout
+    assert "scale_source.c:3-4" in table

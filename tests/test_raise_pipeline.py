@@ -500,3 +500,22 @@ def test_counted_loops_comparing_signed_with_unsigned_are_raised() -> None:
     assert "affine.for" in bodies["pair_swap"]
     assert "affine.for" in bodies["from_zero"]
     assert "affine.for" not in bodies["from_minus_one"] and "scf.while" in bodies["from_minus_one"]
+
+
+def test_do_while_zero_is_no_loop() -> None:
+    """A macro's `do { ... } while (0)` is its body; with a `break` of its own it stays a loop."""
+    source = """
+    int f(int n, int *a) {
+      if (n < 0) do { a[0] = 1; return -1; } while (0);
+      do { a[1] = 2; } while (0);
+      return 0;
+    }
+    int g(int n, int *a) {
+      do { if (n) break; a[0] = 3; } while (0);
+      return 0;
+    }
+    """
+    mlir = polyflow.compile_c(source, "f").mlir("mlir")
+    f_body = mlir.split("func.func private @f(")[1].split("func.func")[0]
+    g_body = mlir.split("func.func private @g(")[1].split("func.func")[0]
+    assert "scf.while" not in f_body and "scf.while" in g_body

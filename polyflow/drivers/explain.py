@@ -34,51 +34,74 @@ class NestRow:
     parallel: str
     micro_kernel: str
     why: str  # the first reason something above did not happen
+    file: str = ""  # where the function is defined, when not in the file itself (an include)
 
 
-def loop_nests(path: str | Path, options: Options) -> list[tuple[str, int, int]]:
-    """(function, first line, last line) of each outermost loop of the file's own functions."""
+def loop_nests(
+    path: str | Path, options: Options, functions: set[str] | None = None
+) -> list[tuple[str, int, int, str]]:
+    """(function, first line, last line, file) of each outermost loop of the file's own
+    functions, and of `functions` wherever the file includes them from (GSL's `*_source.c`
+    templates; `file` names that file, and is empty for the file itself).
+    `do { ... } while (0)`, a macro's statement wrapper, is no loop."""
     text, filename, directory = read_c_file(path)
     parsed = parse_c(text, filename, options, directory)
-    nests: list[tuple[str, int, int]] = []
+    nests: list[tuple[str, int, int, str]] = []
     for ext in parsed.ast.ext:
-        if not isinstance(ext, c_ast.FuncDef) or ext.decl.coord.file != filename:
+        if not isinstance(ext, c_ast.FuncDef):
+            continue
+        if ext.decl.coord.file != filename and ext.decl.name not in (functions or set()):
             continue
         stack: list[tuple[c_ast.Node, bool]] = [(ext.body, False)]
         while stack:
             node, inside = stack.pop()
-            if isinstance(node, _LOOPS) and not inside:
+            if isinstance(node, _LOOPS) and not inside and not _once(node):
                 lines = [n.coord.line for n in walk(node) if getattr(n, "coord", None)]
-                nests.append((ext.decl.name, node.coord.line, max(lines)))
+                where = "" if ext.decl.coord.file == filename else ext.decl.coord.file
+                nests.append((ext.decl.name, node.coord.line, max(lines), where))
                 inside = True
             stack += [(child, inside) for _, child in node.children()]
-    return sorted(nests, key=lambda nest: nest[1])
+    return sorted(nests, key=lambda nest: (nest[3], nest[1]))
+
+
+def _once(node: c_ast.Node) -> bool:
+    """`do { ... } while (0)`."""
+    return (
+        isinstance(node, c_ast.DoWhile)
+        and isinstance(node.cond, c_ast.Constant)
+        and node.cond.value in ("0", "0L", "0U")
+    )
 
 
 def explain_c_file(path: str | Path, options: Options) -> list[NestRow]:
-    """Compile `path` with `options` and say, per loop nest, what the compiler did with it."""
+    """Compile `path` with `options` as `polyflow cc -c` does (calls to other units' functions
+    allowed) and say, per loop nest, what the compiler did with it."""
     with tempfile.TemporaryDirectory(prefix="polyflow-explain-") as tmp:
-        built = build_program(path, Path(tmp) / "unit.o", options=options, emit="obj", cache=None)
-    nests = loop_nests(path, options)
+        built = build_program(
+            path, Path(tmp) / "unit.o", options=options, emit="exe", link=False, cache=None
+        )
+    nests = loop_nests(path, options, {*built.compiled, *built.fallbacks})
     # each remark goes to the first nest of its function that ends at or after its line (a
     # scop's remarks stand at its first statement, which may precede the loop: `s = 0;`)
     by_nest: dict[int, list[Remark]] = {k: [] for k in range(len(nests))}
     for r in built.report.remarks:
         if r.position is None:
             continue
-        for k, (function, _, last) in enumerate(nests):
+        for k, (function, _, last, _) in enumerate(nests):
             if function == r.function and r.position.line <= last:
                 by_nest[k].append(r)
                 break
     rows = []
-    for k, (function, first, last) in enumerate(nests):
+    for k, (function, first, last, where) in enumerate(nests):
         here = by_nest[k]
         reason = built.fallbacks.get(function)
         if reason is not None or function == "main":
             why = reason or "main() is always compiled by the C compiler"
-            rows.append(NestRow(function, first, last, "no", "no", "no", "no", "no", why))
+            rows.append(NestRow(function, first, last, "no", "no", "no", "no", "no", why, where))
             continue
-        rows.append(_row(function, first, last, here, options))
+        row = _row(function, first, last, here, options)
+        row.file = where
+        rows.append(row)
     return rows
 
 
@@ -89,7 +112,10 @@ def _row(function: str, first: int, last: int, here: list[Remark], options: Opti
     why: list[str] = []
     loops = of("loop")
     raised = [r for r in loops if r.data.get("raised")]
-    if loops and len(raised) == len(loops):
+    if not loops:  # compiled, yet no loop left: it ran at most once and was folded away
+        return NestRow(function, first, last, "folded", "-", "-", "-", "-",
+                       "the loop runs at most once: its body is straight-line code")  # fmt: skip
+    if len(raised) == len(loops):
         raised_text = "yes"
     elif raised:
         raised_text = f"{len(raised)} of {len(loops)} loops"
@@ -150,7 +176,8 @@ def render(rows: list[NestRow], filename: str) -> str:
         table.add_column(column, overflow="fold")
     for r in rows:
         table.add_row(
-            r.function, f"{r.first_line}-{r.last_line}", r.raised, r.scheduled, r.tiled,
+            r.function, f"{Path(r.file).name + ':' if r.file else ''}{r.first_line}-{r.last_line}",
+            r.raised, r.scheduled, r.tiled,
             r.parallel, r.micro_kernel, r.why,
         )  # fmt: skip
     console = Console(width=140, record=True, force_terminal=False)

@@ -63,6 +63,9 @@ class FunctionEmitter(ExpressionEmitter):
                 self.emit_for(node)
         elif isinstance(node, c_ast.While):
             self.emit_loop(node.cond, node.stmt, None, do_while=False)
+        elif isinstance(node, c_ast.DoWhile) and self.runs_once(node):
+            with self.scoped():  # a macro's `do { ... } while (0)`: its body, no loop
+                self.emit_stmt(node.stmt)
         elif isinstance(node, c_ast.DoWhile):
             self.emit_loop(node.cond, node.stmt, None, do_while=True, kind="do")
         elif isinstance(node, c_ast.Break):
@@ -109,6 +112,15 @@ class FunctionEmitter(ExpressionEmitter):
                     self.emit_block(rest)
                     scf.yield_([])
                 return
+
+    def runs_once(self, node: c_ast.DoWhile) -> bool:
+        """`do S while (0)` with no `break` or `continue` of its own: it is S."""
+        if ana.contains_break(node.stmt) or ana.contains_continue(node.stmt):
+            return False
+        try:
+            return self.file.const_int(node.cond) == 0
+        except Unsupported:
+            return False
 
     def not_exited(self, flags: list[ir.Value]) -> ir.Value:
         live = self.const(BOOL, 1)

@@ -1,4 +1,4 @@
-// polyflow: compiled=digits_sum,runs_at_least_once,fixed_point_cos_free,nested_do,do_while_stride,int_sqrt
+// polyflow: compiled=digits_sum,runs_at_least_once,fixed_point_cos_free,nested_do,do_while_stride,int_sqrt,macro_wrappers
 /* do { } while loops: bodies that run once with a false condition, data-dependent exits, nesting. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +67,24 @@ int int_sqrt(int v) {
   return r - 1;
 }
 
+/* the macro idiom `do { ... } while (0)`: once, with an early return inside; with a break of
+   its own it is still a loop (the break leaves it) */
+#define CHECK(cond, code) do { if (cond) { return code; } } while (0)
+int macro_wrappers(int n, int *a) {
+  CHECK(n < 0, -1);
+  int s = 0;
+  for (int i = 0; i < n; i++) {
+    do {
+      if (a[i] % 3 == 0)
+        break;
+      s += a[i];
+    } while (0);
+    do s += 1; while (0);
+    CHECK(s > 1000000, -2);
+  }
+  return s;
+}
+
 int main(void) {
   int n = 11, m = 6;
   int *one = malloc(sizeof(int));
@@ -100,5 +118,8 @@ int main(void) {
   free(A);
   free(la);
   free(iters);
+  int wrapped[7] = {1, 3, 4, 6, 7, 900001, 200000};
+  printf("macro_wrappers %d %d %d\n", macro_wrappers(5, wrapped), macro_wrappers(-1, wrapped),
+         macro_wrappers(7, wrapped));
   return 0;
 }
