@@ -71,15 +71,23 @@ def test_help_lists_every_subcommand_and_groups_the_build_flags() -> None:
     for command in ("build", "cc", "explain", "tc", "serve", "config"):
         assert f"    {command} " in top, command
     build = _polyflow("build", "--help").stdout
-    groups = ["common options:", "scheduling: the polyhedral stage (-O3):", "debugging and reports:"]
+    groups = [
+        "common options:",
+        "scheduling: the polyhedral stage (-O3):",
+        "debugging and reports:",
+    ]
     at = [build.index(g) for g in groups]
     assert at == sorted(at)
     assert "The default is -O3" in build
     # flags in their group: -O with the common ones, --tile-sizes with scheduling, --emit last
     body = build[build.index("options:") :]  # past the usage line
-    assert at[0] < build.index("-O LEVEL", at[0]) < at[1] < body.index("--tile-sizes") + (
-        len(build) - len(body)
-    ) < at[2]
+    assert (
+        at[0]
+        < build.index("-O LEVEL", at[0])
+        < at[1]
+        < body.index("--tile-sizes") + (len(build) - len(body))
+        < at[2]
+    )
     assert build.index("--emit", at[0]) > at[2]
 
 
@@ -115,7 +123,7 @@ def test_explain_follows_included_templates_like_cc(tmp_path: Path) -> None:
     that runs once is folded, and says so."""
     (tmp_path / "scale_source.c").write_text(
         "int FN(double *x, unsigned long n, double a) {\n"
-        "  if (n == 0) do { report_error(\"empty\"); return 1; } while (0);\n"
+        '  if (n == 0) do { report_error("empty"); return 1; } while (0);\n'
         "  for (unsigned long i = 0; i < n; i++)\n"
         "    x[i] *= a;\n"
         "  for (unsigned long k = 0; k < 1; k++)\n"
@@ -126,8 +134,8 @@ def test_explain_follows_included_templates_like_cc(tmp_path: Path) -> None:
     unit = tmp_path / "scale.c"
     unit.write_text(
         "void report_error(const char *why);\n"
-        "#define FN scale_double\n#include \"scale_source.c\"\n#undef FN\n"
-        "#define FN scale_twice\n#include \"scale_source.c\"\n#undef FN\n"
+        '#define FN scale_double\n#include "scale_source.c"\n#undef FN\n'
+        '#define FN scale_twice\n#include "scale_source.c"\n#undef FN\n'
     )
     done = _polyflow("explain", str(unit), "-O3", "--json")
     assert done.returncode == 0, done.stderr
