@@ -34,6 +34,10 @@ _UNARY_FLOAT: dict[str, Callable[[ir.Value], ir.Value]] = {
     "tanh": math.tanh,
     "erf": math.erf,
     "cbrt": math.cbrt,
+    "erfc": math.erfc,
+    "asinh": math.asinh,
+    "acosh": math.acosh,
+    "atanh": math.atanh,
 }
 
 _BINARY_FLOAT: dict[str, Callable[[ir.Value, ir.Value], ir.Value]] = {

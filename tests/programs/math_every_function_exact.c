@@ -8,14 +8,14 @@
 #include <string.h>
 
 #define N 12
-#define UNARY 24
+#define UNARY 28
 #define BINARY 6
 
 static const double args[N] = {1e-300, -3e-17, 1e-10, 7.5e-9, -2.5e-6, 1e-3,
                                0.25,   -0.5,   0.75,  1.5,    -3.25,   20.0};
 
 /* rows: sqrt exp exp2 expm1 log log2 log10 log1p fabs floor ceil round trunc sin cos tan asin
-   acos atan sinh cosh tanh erf cbrt; arguments outside a function's domain are folded in */
+   acos atan sinh cosh tanh erf cbrt erfc asinh acosh atanh; arguments outside a function's domain are folded in */
 void unary_double(int n, const double *restrict x, double out[UNARY][N]) {
   for (int i = 0; i < n; i++) {
     double v = x[i], p = fabs(v), u = v / 20.0;
@@ -43,6 +43,10 @@ void unary_double(int n, const double *restrict x, double out[UNARY][N]) {
     out[21][i] = tanh(v);
     out[22][i] = erf(v);
     out[23][i] = cbrt(v);
+    out[24][i] = erfc(v);
+    out[25][i] = asinh(v);
+    out[26][i] = acosh(1.0 + p);
+    out[27][i] = atanh(u);
   }
 }
 
@@ -87,6 +91,10 @@ void unary_float(int n, const float *restrict x, float out[UNARY][N]) {
     out[21][i] = tanhf(v);
     out[22][i] = erff(v);
     out[23][i] = cbrtf(v);
+    out[24][i] = erfcf(v);
+    out[25][i] = asinhf(v);
+    out[26][i] = acoshf(1.0f + p);
+    out[27][i] = atanhf(u);
   }
 }
 
