@@ -1,5 +1,6 @@
 """Inlining calls to scalar helpers before raising (polyflow/raising/inline_calls.py): the loop
-nest loses its calls, the helpers stay, helpers that touch memory or branch are left alone; and
+nest loses its calls, the helpers stay, accessors of arrays are inlined too, helpers that
+allocate or branch are left alone; and
 end to end, a kernel calling helpers is rescheduled and computes what gcc -O2's build does."""
 
 from __future__ import annotations
@@ -27,6 +28,17 @@ func.func private @reads(%m: memref<4xi32>, %a: i32) -> i32 {
   %v = memref.load %m[%c0] : memref<4xi32>
   return %v : i32
 }
+func.func private @puts_back(%m: memref<4xi32>, %a: i32) {
+  %c1 = arith.constant 1 : index
+  memref.store %a, %m[%c1] : memref<4xi32>
+  return
+}
+func.func private @allocates(%a: i32) -> i32 {
+  %s = memref.alloca() : memref<i32>
+  memref.store %a, %s[] : memref<i32>
+  %v = memref.load %s[] : memref<i32>
+  return %v : i32
+}
 func.func private @branches(%a: i32, %b: i32) -> i32 {
   %c = arith.cmpi sge, %a, %b : i32
   cf.cond_br %c, ^bb1, ^bb2
@@ -45,8 +57,10 @@ func.func @kernel(%m: memref<4xi32>, %x: i32) -> i32 {
     %s = func.call @max_score(%acc, %v) : (i32, i32) -> i32
     %t = func.call @first(%s, %v) : (i32, i32) -> i32
     %u = func.call @reads(%m, %t) : (memref<4xi32>, i32) -> i32
+    func.call @puts_back(%m, %u) : (memref<4xi32>, i32) -> ()
     %w = func.call @branches(%u, %t) : (i32, i32) -> i32
-    %e = func.call @extern(%w) : (i32) -> i32
+    %z = func.call @allocates(%w) : (i32) -> i32
+    %e = func.call @extern(%z) : (i32) -> i32
     scf.yield %e : i32
   }
   return %r : i32
@@ -66,13 +80,18 @@ def test_scalar_helpers_are_inlined_and_others_kept() -> None:
         ctx.allow_unregistered_dialects = False
         module = ir.Module.parse(MODULE)
         kernel = _function(module, "kernel")
-        assert inline_scalar_calls(module, [kernel]) == 2
+        assert inline_scalar_calls(module, [kernel]) == 4
         module.operation.verify()
         text = str(kernel)
         assert "@max_score" not in text and "@first" not in text
         assert "arith.select" in text
+        # the accessors became their loads and stores, on the kernel's own array, in order
+        assert "@reads" not in text and "@puts_back" not in text
+        body = text[text.index("scf.for") :]
+        assert body.count("memref.load %arg0") == 2 and "memref.store" in body
+        assert body.index("memref.store") > body.rindex("memref.load %arg0")
         # the argument-returning helper became its operand: the next call reads %s directly
-        for kept in ("@reads", "@branches", "@extern"):
+        for kept in ("@branches", "@allocates", "@extern"):
             assert f"call {kept}" in text
         assert "func.func private @max_score" in str(module)  # the helper stays
 

@@ -519,3 +519,32 @@ def test_do_while_zero_is_no_loop() -> None:
     f_body = mlir.split("func.func private @f(")[1].split("func.func")[0]
     g_body = mlir.split("func.func private @g(")[1].split("func.func")[0]
     assert "scf.while" not in f_body and "scf.while" in g_body
+
+
+def test_struct_parameters_passed_to_accessors_become_their_fields() -> None:
+    """`get(a, i, k)` with `a` the caller's struct parameter passes get's fields instead
+    (c_struct_forwarding.py); the accessor is then inlined and the loops are affine. An
+    accessor that counts its calls in the struct keeps its caller with cc."""
+    source = """
+    typedef struct { int rows, cols; double *data; } Mat;
+    typedef struct { int n; long count; double *x; } Counted;
+    static double get(const Mat *m, int i, int j) { return m->data[i * m->cols + j]; }
+    double trace_ab(const Mat *a, const Mat *b) {
+      double s = 0;
+      for (int i = 0; i < a->rows; i++)
+        for (int k = 0; k < a->cols; k++)
+          s += get(a, i, k) * get(b, k, i);
+      return s;
+    }
+    static double counted_get(Counted *c, int i) { c->count++; return c->x[i]; }
+    double counted_sum(Counted *c) {
+      double s = 0;
+      for (int i = 0; i < c->n; i++) s += counted_get(c, i);
+      return s;
+    }
+    """
+    fn = polyflow.compile_c(source, "trace_ab", options={"opt_level": 3})
+    affine = fn.mlir("affine")
+    body = affine.split("func.func private @trace_ab(")[1].split("func.func")[0]
+    assert body.count("affine.for") == 2 and "call @get" not in body
+    assert "@counted_sum(" not in affine and "@counted_get(" in affine

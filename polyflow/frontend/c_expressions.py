@@ -349,7 +349,8 @@ class ExpressionEmitter(ExpressionTypes):
         name = self.callee_name(node)
         args = node.args.exprs if node.args else []
         for known in (self.functions, self.external or {}):
-            if name in known and known[name].unpacked:
+            forwarded = known is self.functions and id(node) in self.file.forwarded_calls
+            if name in known and known[name].unpacked and not forwarded:
                 raise Unsupported(f"'{name}' takes a struct (its fields were unpacked)", node)
         if self.external is not None and name in self.external:
             return self.emit_external_call(self.external[name], args, node)

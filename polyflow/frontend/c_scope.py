@@ -13,6 +13,7 @@ from pycparser import c_ast
 from polyflow.frontend import c_analysis as ana
 from polyflow.frontend.c_parse import ParsedC, is_stand_in_header
 from polyflow.frontend.c_pointer_locals import inline_pointer_locals, parameter_names
+from polyflow.frontend.c_struct_forwarding import forward_struct_arguments
 from polyflow.frontend.c_struct_params import struct_of_pointer, unpack_struct_parameters
 from polyflow.frontend.c_types import (
     INT,
@@ -108,6 +109,9 @@ class FileScope:
         self.string_constants: set[str] = set()
         self.structs: dict[str, c_ast.Struct] = {}  # struct definitions, by tag
         self._interfaces: dict[int, CFunction] = {}
+        # calls that pass a struct parameter's fields to a function of this file that unpacks
+        # the same struct (c_struct_forwarding.py), by id
+        self.forwarded_calls: set[int] = set()
         for ext in parsed.ast.ext:
             self._collect_enums(ext)
             if isinstance(ext, c_ast.Typedef):
@@ -267,7 +271,9 @@ class FileScope:
                 raise Unsupported("void parameter", p)
             params.append((p.name, t))
         if struct_params:
-            params = unpack_struct_parameters(self, fdef, struct_params, params)
+            harmless = forward_struct_arguments(self, fdef, struct_params)
+            self.forwarded_calls |= harmless
+            params = unpack_struct_parameters(self, fdef, struct_params, params, harmless)
             return CFunction(decl.name, params, ret, fdef, unpacked=True)
         return CFunction(decl.name, params, ret, fdef)
 

@@ -11,15 +11,16 @@ function's own read only when nothing can change the field in between, so a scal
 passed by address when
 - the function assigns it (`=`, `+=`, `++`), or assigns another field of its type (another
   parameter may point to the same struct);
-- its parameter is not dereferenced unconditionally at the start (reading at the call could
-  follow a pointer the function never follows: NULL on an error path; that parameter's
-  pointer fields are read at the call only where it is not NULL, `v ? v->data : 0`);
 - it may be read after a call to a function other than math.h's (the callee could change it);
 - the function may store into an array whose element type is the field's, or a character type
   (C's aliasing rules let such a store change the field).
+A parameter not dereferenced unconditionally at the start (its first statement, or a loop's
+first test) may be a pointer the function never follows, NULL on an error path: its fields are
+read at the call only where it is not NULL, `(v ? v->data : 0)`.
 Pointer fields cannot be passed by address (polyflow has no arrays of pointers): where one
 would have to be, or is assigned, the function stays with the C compiler, as does one that uses
-a struct parameter other than as `p->field` (passed on, compared, assigned, a field's address
+a struct parameter other than as `p->field` (passed on, except to an accessor of the file that
+c_struct_forwarding.py rewrites; compared, assigned, a field's address
 taken) or reaches a volatile field.
 """
 
@@ -64,10 +65,12 @@ def unpack_struct_parameters(
     fdef: c_ast.FuncDef,
     struct_params: dict[str, c_ast.Struct],
     plain: list[tuple[str, Scalar | Array]],
+    harmless_calls: set[int] | None = None,
 ) -> list[tuple[str, Scalar | Array]]:
     """The parameter list of `fdef` with each of `struct_params` (name → struct) replaced by
     the fields the body reads (`p->f`), in order of first use; the body's `p->f` become
-    identifiers of those names. `plain` holds the other parameters' types, by name, in order.
+    identifiers of those names. `plain` holds the other parameters' types, by name, in order;
+    `harmless_calls` (ids) are calls known to change no field (c_struct_forwarding.py).
     Unsupported when the unpacking cannot be shown to keep the function's meaning."""
     body = fdef.body
     parents = ana.parent_map(body)
@@ -97,7 +100,7 @@ def unpack_struct_parameters(
         if isinstance(declared[key], Array):
             raise Unsupported(f"pointer field '{key[1]}' of a struct parameter is assigned", fdef)
     in_memory, guarded = _fields_passed_by_address(
-        body, parents, fdef, declared, written, plain, scope
+        body, parents, fdef, declared, written, plain, scope, harmless_calls or set()
     )
     # The C expression the forwarding body passes for each field: its address, its value, or
     # for a parameter the function may never dereference (NULL on an error path) its value
@@ -143,11 +146,15 @@ def _fields_passed_by_address(
     written: set[tuple[str, str]],
     plain: list[tuple[str, Scalar | Array]],
     scope: object,
+    harmless_calls: set[int],
 ) -> tuple[set[tuple[str, str]], set[str]]:
     """The scalar fields to pass by address (a value read at the call would not be the
-    function's own read), and the parameters whose pointer fields are read at the call only
-    where the pointer is not NULL. Pointer fields cannot be passed by address (polyflow has no
-    arrays of pointers): where one would have to be, Unsupported."""
+        function's own read), and the parameters whose pointer fields are read at the call only
+        where the pointer is not NULL. A parameter not dereferenced unconditionally at the start (its first statement, or a loop's
+    first test) may be a pointer the function never follows, NULL on an error path: its fields are
+    read at the call only where it is not NULL, `(v ? v->data : 0)`.
+    Pointer fields cannot be passed by address (polyflow has no
+        arrays of pointers): where one would have to be, Unsupported."""
     params = {p for p, _ in declared}
     by_address: set[tuple[str, str]] = set()
 
@@ -162,16 +169,12 @@ def _fields_passed_by_address(
     stored_types = {_type_key(declared[key]) for key in written}
     by_address |= {key for key, t in declared.items() if _type_key(t) in stored_types}
     # A parameter not dereferenced before control flow: reading its fields at the call could
-    # read through a pointer the function never follows (NULL on its error path): its scalar
-    # fields are passed by address.
-    # Its pointer fields are read at the call only where it is not NULL (no other invalid
-    # pointer may be passed: using one is undefined in C).
+    # read through a pointer the function never follows (NULL on its error path): its fields
+    # are read at the call only where it is not NULL (no other invalid pointer may be passed:
+    # using one is undefined in C). A loop bound `j < b->cols` stays a value, so affine.
     guarded = {p for p in params if not _dereferenced_at_start(body, p)}
-    by_address |= {
-        key for key, t in declared.items() if key[0] in guarded and isinstance(t, Scalar)
-    }
     # A field read after a call: the callee could change it.
-    for call, late in _calls_with_later_reads(body, parents, params):
+    for call, late in _calls_with_later_reads(body, parents, params, harmless_calls):
         name = call.name.name if isinstance(call.name, c_ast.ID) else "a function"
         pass_by_address(
             {key for key in declared if key[0] in late},
@@ -262,8 +265,17 @@ def _unconditional(node: c_ast.Node) -> list[c_ast.Node]:
 
 
 def _dereferenced_at_start(body: c_ast.Compound, p: str) -> bool:
-    """Whether the body reads some `p->f` before any control flow can skip it."""
+    """Whether the body reads some `p->f` before any control flow can skip it (a loop's
+    initialization and first test run whenever the loop is reached)."""
     for item in body.block_items or []:
+        if isinstance(item, (c_ast.For, c_ast.While)):
+            first = [item.cond] if isinstance(item, c_ast.While) else [item.init, item.cond]
+            return any(
+                isinstance(n, c_ast.StructRef) and isinstance(n.name, c_ast.ID) and n.name.name == p
+                for expr in first
+                if expr is not None
+                for n in _unconditional(expr)
+            )
         if isinstance(item, c_ast.Decl):
             expr = item.init
         elif isinstance(item, c_ast.If):
@@ -285,12 +297,13 @@ def _dereferenced_at_start(body: c_ast.Compound, p: str) -> bool:
 
 
 def _calls_with_later_reads(
-    body: c_ast.Compound, parents: dict[int, c_ast.Node], params: set[str]
+    body: c_ast.Compound, parents: dict[int, c_ast.Node], params: set[str], harmless: set[int]
 ) -> list[tuple[c_ast.FuncCall, set[str]]]:
-    """Each call (other than to math.h) with the struct parameters used after it."""
+    """Each call (other than to math.h, or `harmless`) with the struct parameters used after
+    it."""
     found: list[tuple[c_ast.FuncCall, set[str]]] = []
     for node in ana.walk(body):
-        if not isinstance(node, c_ast.FuncCall):
+        if not isinstance(node, c_ast.FuncCall) or id(node) in harmless:
             continue
         name = node.name.name if isinstance(node.name, c_ast.ID) else None
         if name is not None and is_math_function(name):
@@ -337,7 +350,7 @@ def _stored_element_types(
     """The element types (bits, is_float) of the arrays the function may store into: pointer
     fields, array parameters and globals (reading GSL's Chebyshev coefficients `cs->c[j]`
     cannot change `cs->a`; storing into them could)."""
-    stored = _stored_arrays(fdef.body)
+    stored = stored_arrays(fdef.body)
     arrays = [
         t
         for (p, f), t in declared.items()
@@ -356,7 +369,7 @@ def _in(name: str, stored: set[str] | None) -> bool:
     return stored is None or name in stored
 
 
-def _stored_arrays(body: c_ast.Node) -> set[str] | None:
+def stored_arrays(body: c_ast.Node) -> set[str] | None:
     """The arrays (`a`, `p->f`) the body may store into: assigned or incremented elements, and
     whatever a call is given (the callee may store into it). None: any array (a store whose
     target is not an element of a named array)."""
@@ -388,4 +401,4 @@ def _stored_arrays(body: c_ast.Node) -> set[str] | None:
     return stored
 
 
-__all__ = ["ARROW", "struct_of_pointer", "unpack_struct_parameters"]
+__all__ = ["ARROW", "stored_arrays", "struct_of_pointer", "unpack_struct_parameters"]

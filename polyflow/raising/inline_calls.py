@@ -3,10 +3,11 @@ becomes its `cmpi` and `select`, so the nest has no call left (a call stops the 
 may touch any memory) and its reductions can be recognized.
 
 `inline_scalar_calls(module, callers)` replaces every `func.call` in `callers` whose callee is
-defined in the module with a body of one block of pure scalar ops (`arith`, `math`) ending in
+defined in the module with a body of one block of scalar ops (`arith`, `math`) and plain array
+accesses (`memref.load`, `memref.store`: accessors like `get(m, i, j)`), ending in
 `func.return`, by copies of those ops on the call's operands. The callee itself stays (the rest
-of the program may call it). The result computes what the calls computed: the copied ops have
-no side effects and see the same operand values.
+of the program may call it). The result computes what the calls computed: the copied ops run in
+the callee's order, on the same operand values and the same arrays.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from polyflow.ir.names import symbol_name
 
 # Dialects whose ops are pure functions of their operands (no memory, no control flow).
 _PURE_DIALECTS = ("arith.", "math.")
+# Array accesses copied as they are: the call's arrays are the callee's parameters.
+_ACCESSES = ("memref.load", "memref.store")
 
 
 def _scalar_body(fn: ir.Operation) -> list[ir.Operation] | None:
     """The ops of `fn`'s body before its `func.return`, when the body is one block of pure
-    scalar ops; None otherwise."""
+    scalar ops and array accesses; None otherwise."""
     blocks = list(fn.regions[0].blocks)
     if len(blocks) != 1:
         return None
@@ -30,6 +33,8 @@ def _scalar_body(fn: ir.Operation) -> list[ir.Operation] | None:
         return None
     body = ops[:-1]
     for op in body:
+        if op.name in _ACCESSES:
+            continue
         if not op.name.startswith(_PURE_DIALECTS) or op.regions:
             return None
         if any(isinstance(v.type, ir.MemRefType) for v in [*op.operands, *op.results]):
