@@ -12,7 +12,8 @@ scheduler, in the shapes that made isl explode in practice:
   and conjunctions and disjunctions of them;
 - triangular (``j = i``, ``l <= k``), reversed (``k = n - 1; k >= j; k--``) and strided loops;
 - element types ``double``, ``float``, ``int``, ``unsigned``, ``long`` and ``short``, mixed in one
-  expression (C's conversions), and ``unsigned``/``long`` iterators.
+  expression (C's conversions), and ``unsigned``/``long`` iterators; loops comparing an
+  ``unsigned long`` iterator with a constant, or an ``int`` one with an ``unsigned`` bound.
 
 No undefined behaviour, by construction: every iterator lies in [0, PMAX), every subscript's range
 is computed from those and shifted into its array; ``int``/``long``/``short`` stores are reduced
@@ -157,7 +158,9 @@ class HardGen:
             elif kind == "prod":
                 terms.append(f"{self.read(nest, 'double')} * {self.read(nest, 'double')}")
             elif kind == "scaled":
-                terms.append(f"{rng.choice(('0.5', '0.25', '1.5', '2.0'))} * {self.read(nest, 'double')}")
+                terms.append(
+                    f"{rng.choice(('0.5', '0.25', '1.5', '2.0'))} * {self.read(nest, 'double')}"
+                )
             else:
                 terms.append(f"(double)({rng.choice(nest.iterators)} + 1)")
         return f" {rng.choice(('+', '-'))} ".join(terms)
@@ -223,9 +226,13 @@ class HardGen:
             return f"for (int {var} = {p} - 1; {var} >= {outer}; {var}--)"
         if kind == "step":
             return f"for (int {var} = {rng.randint(0, 1)}; {var} < {p}; {var} += 2)"
-        if kind == "mixed":
-            vt = rng.choice(("unsigned", "long"))
-            return f"for ({vt} {var} = 0; {var} < {p}; {var}++)"
+        if kind == "mixed":  # comparisons of mixed signedness (C's usual conversions)
+            form = rng.choice(("unsigned", "long", "constant", "unsigned bound"))
+            if form == "constant":  # GSL's `size_t k < MULTIPLICITY`
+                return f"for (unsigned long {var} = 0; {var} < {rng.randint(1, PMAX - 1)}; {var}++)"
+            if form == "unsigned bound":
+                return f"for (int {var} = 0; {var} < (unsigned){p}; {var}++)"
+            return f"for ({form} {var} = 0; {var} < {p}; {var}++)"
         return f"for (int {var} = 0; {var} < {p}; {var}++)"
 
     def nest(self, nest: Nest, depth: int, budget: list[int], indent: str) -> list[str]:
