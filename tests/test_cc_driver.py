@@ -629,3 +629,83 @@ def test_the_link_keeps_the_order_of_archives_and_flags(project: Path) -> None:
     assert " T scale" in symbols and " T dot" in symbols
     cmd = parse_cc_args(["a.c", "-Wl,--whole-archive", "x.a", "-Wl,--no-whole-archive", "-lm"])
     assert cmd.link_order == [0, "-Wl,--whole-archive", "x.a", "-Wl,--no-whole-archive", "-lm"]
+
+
+MAT_H = """#ifndef MAT_H
+#define MAT_H
+typedef struct { int rows, cols; double *data; } Mat;
+static inline double mat_get(const Mat *m, int i, int j) { return m->data[i * m->cols + j]; }
+static inline void mat_set(Mat *m, int i, int j, double v) { m->data[i * m->cols + j] = v; }
+static inline double mat_diag(const Mat *m, int i) { return mat_get(m, i, i); }
+inline double mat_trace(const Mat *m) {
+  double t = 0;
+  for (int i = 0; i < m->rows; i++) t += m->data[i * m->cols + i];
+  return t;
+}
+double mat_sum(const Mat *m);
+void mat_mul(const Mat *a, const Mat *b, Mat *c);
+#endif
+"""
+MAT_SUM_C = """#include "mat.h"
+extern inline double mat_trace(const Mat *m);  /* this unit holds its external definition */
+double mat_sum(const Mat *m) {
+  double s = 0;
+  for (int i = 0; i < m->rows; i++)
+    for (int j = 0; j < m->cols; j++) s += mat_get(m, i, j) - mat_diag(m, i % 2);
+  return s + mat_trace(m);
+}
+"""
+MAT_MUL_C = """#include "mat.h"
+void mat_mul(const Mat *a, const Mat *b, Mat *c) {
+  for (int i = 0; i < a->rows; i++)
+    for (int j = 0; j < b->cols; j++) {
+      double s = 0;
+      for (int k = 0; k < a->cols; k++) s += mat_get(a, i, k) * mat_get(b, k, j);
+      mat_set(c, i, j, s);
+    }
+}
+"""
+MAT_MAIN_C = """#include <stdio.h>
+#include <stdlib.h>
+#include "mat.h"
+int main(void) {
+  Mat a = {4, 5, malloc(20 * sizeof(double))}, b = {5, 3, malloc(15 * sizeof(double))};
+  Mat c = {4, 3, malloc(12 * sizeof(double))};
+  for (int i = 0; i < 20; i++) a.data[i] = (i % 7) * 0.5 - 1;
+  for (int i = 0; i < 15; i++) b.data[i] = 2 - (i % 4) * 0.25;
+  mat_mul(&a, &b, &c);
+  printf("%.17g %.17g %.17g\\n", mat_sum(&c), mat_trace(&a), mat_sum(&a));
+  return 0;
+}
+"""
+
+
+def test_header_accessors_are_compiled_as_helpers_of_each_unit(tmp_path: Path) -> None:
+    """Inline functions of a header (`mat_get`) are compiled into each unit that calls them,
+    as private helpers: every unit's loops through them are compiled, no unit exports them
+    (two objects link), and the program prints what gcc's build prints."""
+    for name, text in (("mat.h", MAT_H), ("sum.c", MAT_SUM_C), ("mul.c", MAT_MUL_C),
+                       ("main.c", MAT_MAIN_C)):  # fmt: skip
+        (tmp_path / name).write_text(text)
+    subprocess.run(["gcc", "-O2", "main.c", "sum.c", "mul.c", "-o", "ref"], cwd=tmp_path, check=True)
+    for unit in ("sum", "mul"):
+        done = subprocess.run(
+            [*_cc(), "-O3", "-c", f"{unit}.c", "-o", f"{unit}.o"],
+            cwd=tmp_path, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert "left to the C compiler" not in done.stderr, done.stderr
+        symbols = subprocess.run(
+            ["nm", f"{unit}.o"], cwd=tmp_path, capture_output=True, text=True, check=True
+        ).stdout
+        assert "__polyflow_mat_get" not in symbols and " T mat_get" not in symbols
+    assert " t __polyflow_mat_mul" in subprocess.run(  # compiled, local to the object
+        ["nm", "mul.o"], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout
+    libs = subprocess.run(
+        [sys.executable, "-m", "polyflow", "config", "--libs"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    subprocess.run(
+        ["gcc", "main.c", "sum.o", "mul.o", "-o", "prog", *libs], cwd=tmp_path, check=True
+    )
+    assert _run(tmp_path / "prog") == _run(tmp_path / "ref")

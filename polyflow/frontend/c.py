@@ -120,7 +120,15 @@ def emit_c_module(
     scope = FileScope(parsed)
     skipped: dict[str, Unsupported] = {}
     functions: dict[str, CFunction] = {}
+    helpers = _header_helpers(scope, parsed.filename, only)
     for name, fdef in scope.defs.items():
+        if name in helpers:
+            try:
+                functions[name] = scope.interface(fdef)
+                functions[name].helper = True
+            except Unsupported as exc:
+                skipped[name] = exc
+            continue
         if not defined_in_unit(fdef.decl.coord.file, parsed.filename) or name == "main":
             continue
         if only is not None and name not in only:
@@ -181,20 +189,44 @@ def emit_c_module(
             trampolines.update(e.external)
         for callee in trampolines.values():
             _declare_trampoline(module, callee)
-        compiled = {n: functions[n] for n in emitted}
+        compiled = {n: functions[n] for n in emitted if not functions[n].helper}
         if not module.operation.verify():
             raise RuntimeError("polyflow produced invalid MLIR (a bug in the C frontend)")
     return CModule(
         module,
         parsed.filename,
         compiled,
-        skipped,
+        {n: exc for n, exc in skipped.items() if n not in helpers},
         scope.globals,
         scope,
         trampolines,
         warnings=list(parsed.warnings),
         notes=[note for note in pragma_notes if note[0] in compiled],
     )
+
+
+def _header_helpers(scope: FileScope, filename: str, only: tuple[str, ...] | None) -> set[str]:
+    """The functions that headers define (inline accessors) and the file's own functions call,
+    directly or through one another: compiled as private helpers of those functions."""
+    own = [
+        fdef
+        for name, fdef in scope.defs.items()
+        if defined_in_unit(fdef.decl.coord.file, filename)
+        and name != "main"
+        and (only is None or name in only)
+    ]
+    helpers: set[str] = set()
+    work = [name for fdef in own for name in ana.called_names(fdef.body)]
+    while work:
+        name = work.pop()
+        fdef = scope.defs.get(name)
+        if name in helpers or fdef is None or defined_in_unit(fdef.decl.coord.file, filename):
+            continue
+        if is_stand_in_header(fdef.decl.coord.file):
+            continue
+        helpers.add(name)
+        work += ana.called_names(fdef.body)
+    return helpers
 
 
 def defined_in_unit(file: str, filename: str) -> bool:
@@ -301,7 +333,7 @@ def _emit_one(
     try:
         impl = emitter.emit(module)  # on failure, emit() has removed what it built
         impl.operation.verify()
-        entry = emit_c_abi_entry(module, f, scope)
+        entry = None if f.helper else emit_c_abi_entry(module, f, scope)
     except Exception as exc:  # a bug of ours must cost speed, never correctness
         if impl is not None:
             impl.operation.erase()
@@ -313,7 +345,9 @@ def _emit_one(
             )
         )
         return
-    emitted[f.name] = _Emitted([impl, entry], emitter.called_externally)
+    emitted[f.name] = _Emitted(
+        [impl] if entry is None else [impl, entry], emitter.called_externally
+    )
 
 
 def _declare_trampoline(module: ir.Module, callee: CFunction) -> None:

@@ -48,6 +48,9 @@ class CFunction:
     # struct pointer parameters replaced by the fields it reads (c_struct_params.py): callers
     # pass the struct, so only the C compiler's forwarding body can call the compiled code
     unpacked: bool = False
+    # a header's function (`static inline`, GSL's `gsl_vector_get`) compiled only for the
+    # file's compiled functions to call: not this unit's definition, so never exported
+    helper: bool = False
 
 
 @dataclass

@@ -8,8 +8,9 @@ the caller's own unpacking then reads like any `A->field`. This is done only whe
 caller's meaning:
 - the callee takes each forwarded field by value (it reads it once, at the call), with no NULL
   guard;
-- the callee calls nothing but math.h, and stores only into arrays of floating-point elements,
-  so the call cannot change a field the caller reads after it (a pointer or an integer field;
+- the callee calls nothing but math.h and accessors it forwards its own fields to (by this
+  same rule), and stores only into arrays of floating-point elements, so the call cannot
+  change a field the caller reads after it (a pointer or an integer field;
   floating-point fields of the caller that such a store could reach are read where the caller
   reads them, as for any store: c_struct_params.py sees the forwarded arrays as stored into).
 """
@@ -59,7 +60,8 @@ def _expanded_arguments(
         callee = scope.interface(callee_def)  # type: ignore[attr-defined]
     except Unsupported:
         return None
-    if not callee.unpacked or not _changes_no_field(callee_def, callee.params):
+    forwarded: set[int] = scope.forwarded_calls  # type: ignore[attr-defined]
+    if not callee.unpacked or not _changes_no_field(callee_def, callee.params, forwarded):
         return None
     declared = callee_def.decl.type.args.params if callee_def.decl.type.args else []
     if len(declared) != len(args):
@@ -102,14 +104,19 @@ def _same_struct(scope: object, param: c_ast.Node, struct: c_ast.Struct) -> bool
     )
 
 
-def _changes_no_field(callee_def: c_ast.FuncDef, params: list[tuple[str, object]]) -> bool:
-    """The callee calls only math.h and stores only into arrays of floating-point elements."""
+def _changes_no_field(
+    callee_def: c_ast.FuncDef, params: list[tuple[str, object]], forwarded: set[int]
+) -> bool:
+    """The callee calls only math.h and accessors it forwards its own fields to (calls that
+    change no field, by this same rule), and stores only into arrays of floating-point
+    elements."""
     for node in ana.walk(callee_def.body):
-        if isinstance(node, c_ast.FuncCall) and not (
+        if isinstance(node, c_ast.FuncCall) and id(node) not in forwarded and not (
             isinstance(node.name, c_ast.ID) and is_math_function(node.name.name)
         ):
             return False
-    stored = stored_arrays(callee_def.body)
+    # a forwarded call stores only into floating-point arrays (this same rule, for its callee)
+    stored = stored_arrays(callee_def.body, forwarded)
     if stored is None:
         return False
     types = dict(params)

@@ -369,10 +369,10 @@ def _in(name: str, stored: set[str] | None) -> bool:
     return stored is None or name in stored
 
 
-def stored_arrays(body: c_ast.Node) -> set[str] | None:
+def stored_arrays(body: c_ast.Node, ignored_calls: set[int] | None = None) -> set[str] | None:
     """The arrays (`a`, `p->f`) the body may store into: assigned or incremented elements, and
-    whatever a call is given (the callee may store into it). None: any array (a store whose
-    target is not an element of a named array)."""
+    whatever a call is given (the callee may store into it), but for `ignored_calls` (ids).
+    None: any array (a store whose target is not an element of a named array)."""
     stored: set[str] = set()
     for node in ana.walk(body):
         target: c_ast.Node | None = None
@@ -382,6 +382,8 @@ def stored_arrays(body: c_ast.Node) -> set[str] | None:
             target = node.expr
         elif isinstance(node, c_ast.FuncCall):
             name = node.name.name if isinstance(node.name, c_ast.ID) else None
+            if id(node) in (ignored_calls or set()):
+                continue
             if name is None or not is_math_function(name):
                 for arg in ana.walk(node.args):
                     key = ana.array_name(arg)
