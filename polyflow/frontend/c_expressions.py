@@ -64,14 +64,15 @@ class ExpressionEmitter(ExpressionTypes):
                 return self.const(t, int_literal(node.value, node)[0]), t
             if node.type == "char":
                 return self.const(t, char_literal(node.value)), t
-            value = float_literal_value(node.value)
             if t.bits == 80:  # exactly: a double in between would round twice
-                bits = x87_bits(value)
+                bits = x87_bits(float_literal_value(node.value))
                 if bits is None:
-                    raise Unsupported("a long double literal outside double's range", node)
+                    raise Unsupported("a long double literal outside the normal range", node)
                 attr = ir.Attribute.parse(f"0x{bits:020X} : f80")
                 return arith.constant(mlir_type(t), attr), t
-            return self.const(t, float(value)), t
+            text = node.value.rstrip("fFlL")  # 1e400 is inf, as in C
+            value = float.fromhex(text) if text.lower().startswith("0x") else float(text)
+            return self.const(t, value), t
         if isinstance(node, c_ast.ID):
             return self.read_var(node)
         if isinstance(node, (c_ast.ArrayRef,)) or (

@@ -41,6 +41,8 @@ def forward_struct_arguments(
         passes_struct = any(isinstance(a, c_ast.ID) and a.name in struct_params for a in args)
         if callee_def is None or callee_def is fdef or not passes_struct:
             continue
+        if any(ana.has_side_effects(a) for a in args):
+            continue  # the fields are read with the arguments: no argument may change them
         expanded = _expanded_arguments(scope, callee_def, args, struct_params)
         if expanded is not None:
             node.args = c_ast.ExprList(expanded, node.coord)
