@@ -33,15 +33,16 @@ def forward_struct_arguments(
     ids of the rewritten calls: calls that change no field of the caller's structs."""
     defs: dict[str, c_ast.FuncDef] = scope.defs  # type: ignore[attr-defined]
     rewritten: set[int] = set()
-    for node in ana.walk(fdef.body):
-        if not isinstance(node, c_ast.FuncCall) or not isinstance(node.name, c_ast.ID):
+    calls = [n for n in ana.walk(fdef.body) if isinstance(n, c_ast.FuncCall)]
+    for node in reversed(calls):  # inner calls first: `set(a, i, get(a, i))`
+        if not isinstance(node.name, c_ast.ID):
             continue
         callee_def = defs.get(node.name.name)
         args = node.args.exprs if node.args else []
         passes_struct = any(isinstance(a, c_ast.ID) and a.name in struct_params for a in args)
         if callee_def is None or callee_def is fdef or not passes_struct:
             continue
-        if any(ana.has_side_effects(a) for a in args):
+        if any(_changes_memory(a, rewritten) for a in args):
             continue  # the fields are read with the arguments: no argument may change them
         expanded = _expanded_arguments(scope, callee_def, args, struct_params)
         if expanded is not None:
@@ -87,6 +88,20 @@ def _expanded_arguments(
                 c_ast.StructRef(c_ast.ID(arg.name, arg.coord), ARROW, c_ast.ID(field), arg.coord)
             )
     return expanded
+
+
+def _changes_memory(expr: c_ast.Node, harmless: set[int]) -> bool:
+    """Whether evaluating `expr` may store: an assignment, `++`/`--`, or a call other than to
+    math.h or a `harmless` (forwarded) one."""
+    for n in ana.walk(expr):
+        if isinstance(n, c_ast.Assignment):
+            return True
+        if isinstance(n, c_ast.UnaryOp) and n.op in ("++", "--", "p++", "p--"):
+            return True
+        if isinstance(n, c_ast.FuncCall) and id(n) not in harmless:
+            if not (isinstance(n.name, c_ast.ID) and is_math_function(n.name.name)):
+                return True
+    return False
 
 
 def _of_param(passed: str, name: str) -> bool:
