@@ -112,6 +112,7 @@ class FileScope:
         self.string_constants: set[str] = set()
         self.structs: dict[str, c_ast.Struct] = {}  # struct definitions, by tag
         self._interfaces: dict[int, CFunction] = {}
+        self._interfaces_in_progress: set[int] = set()
         # calls that pass a struct parameter's fields to a function of this file that unpacks
         # the same struct (c_struct_forwarding.py), by id
         self.forwarded_calls: set[int] = set()
@@ -226,8 +227,14 @@ class FileScope:
         # once per definition: unpacking struct parameters rewrites the body (c_struct_params)
         known = self._interfaces.get(id(fdef))
         if known is None:
-            inline_pointer_locals(fdef.body, parameter_names(fdef))
-            known = self._interfaces[id(fdef)] = self._interface(fdef.decl, fdef)
+            if id(fdef) in self._interfaces_in_progress:  # functions that call each other
+                raise Unsupported("a recursive call passes a struct parameter on", fdef.decl)
+            self._interfaces_in_progress.add(id(fdef))
+            try:
+                inline_pointer_locals(fdef.body, parameter_names(fdef))
+                known = self._interfaces[id(fdef)] = self._interface(fdef.decl, fdef)
+            finally:
+                self._interfaces_in_progress.discard(id(fdef))
         return known
 
     def prototype_interface(self, name: str) -> CFunction:

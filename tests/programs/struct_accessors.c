@@ -1,5 +1,5 @@
 // polyflow: compiled=get,set,vget,matmul,vsum,scale_both,sum_rows_or_none,counted_get,touch,row_norms
-// polyflow: fallback=counted_sum,noisy_get,noisy_sum,sum_then_touch
+// polyflow: fallback=counted_sum,noisy_get,noisy_sum,sum_then_touch,mathieu_a,mathieu_b
 /* Struct parameters passed on to small accessor functions of the same file (`get(a, i, k)`):
    the accessor's fields are passed instead, so the caller's loops stay affine. Accessors that
    call other functions, or change an integer field, keep their callers with cc; a parameter the
@@ -97,6 +97,31 @@ void row_norms(const Mat *m, double *out) {
   }
 }
 
+/* functions that pass a struct parameter to each other (GSL's mathieu_a_e and mathieu_b_e):
+   the forwarding must not chase them round, and they stay with cc */
+typedef struct { double val, err; } Result;
+int mathieu_a(int n, double q, Result *r);
+int mathieu_b(int n, double q, Result *r) {
+  if (n < 0)
+    return mathieu_a(-n, q, r);
+  double s = 0;
+  for (int i = 0; i < n; i++)
+    s += q * i;
+  r->val = s;
+  r->err = 0;
+  return 0;
+}
+int mathieu_a(int n, double q, Result *r) {
+  if (n < 0)
+    return mathieu_b(-n, q, r);
+  double s = 0;
+  for (int i = 0; i < n; i++)
+    s += q + i;
+  r->val = s;
+  r->err = 1;
+  return 0;
+}
+
 int main(void) {
   Mat a = {5, 7, malloc(35 * sizeof(double))};
   Mat b = {7, 3, malloc(21 * sizeof(double))};
@@ -126,6 +151,11 @@ int main(void) {
   for (int i = 0; i < 5; i++)
     printf("%.17g ", norms[i]);
   printf("\n");
+  Result r;
+  mathieu_a(-3, 2.0, &r);
+  printf("%.17g %.17g\n", r.val, r.err);
+  mathieu_b(-4, 1.5, &r);
+  printf("%.17g %.17g\n", r.val, r.err);
   free(a.data);
   free(b.data);
   free(c.data);
