@@ -127,7 +127,11 @@ class HardGen:
 
         first = atom()
         if self.chance(0.35):
-            return f"{first} {rng.choice(('&&', '||'))} {atom()}"
+            second = atom()
+            # `(i % 4) == 1 && (i % 2) != 1` on an unsigned i: gcc warns it is always 0
+            while first.split(" %")[0] == second.split(" %")[0] and " % " in second:
+                second = atom()
+            return f"{first} {rng.choice(('&&', '||'))} {second}"
         return first
 
     # ---- expressions -------------------------------------------------------------------------
