@@ -1,5 +1,5 @@
 // polyflow: compiled=get,set,vget,matmul,vsum,scale_both,sum_rows_or_none,counted_get,touch,row_norms
-// polyflow: fallback=counted_sum,noisy_get,noisy_sum,sum_then_touch,mathieu_a,mathieu_b
+// polyflow: fallback=counted_sum,noisy_get,noisy_sum,sum_then_touch,mathieu_a,mathieu_b,pick,total_picked
 /* Struct parameters passed on to small accessor functions of the same file (`get(a, i, k)`):
    the accessor's fields are passed instead, so the caller's loops stay affine. Accessors that
    call other functions, or change an integer field, keep their callers with cc; a parameter the
@@ -122,6 +122,22 @@ int mathieu_a(int n, double q, Result *r) {
   return 0;
 }
 
+/* an accessor polyflow cannot compile (a switch): its caller stays with cc too */
+double pick(const Vec *v, unsigned long i) {
+  switch (i & 1) {
+  case 0:
+    return v->data[i];
+  default:
+    return -v->data[i];
+  }
+}
+double total_picked(const Vec *v) {
+  double s = 0;
+  for (unsigned long i = 0; i < v->size; i++)
+    s += pick(v, i);
+  return s;
+}
+
 int main(void) {
   Mat a = {5, 7, malloc(35 * sizeof(double))};
   Mat b = {7, 3, malloc(21 * sizeof(double))};
@@ -151,6 +167,7 @@ int main(void) {
   for (int i = 0; i < 5; i++)
     printf("%.17g ", norms[i]);
   printf("\n");
+  printf("%.17g\n", total_picked(&v));
   Result r;
   mathieu_a(-3, 2.0, &r);
   printf("%.17g %.17g\n", r.val, r.err);
