@@ -122,7 +122,8 @@ int mathieu_a(int n, double q, Result *r) {
   return 0;
 }
 
-/* an accessor polyflow cannot compile (a switch): its caller stays with cc too */
+/* an accessor polyflow cannot compile (a switch), which also reads its struct only after
+   control flow (so not forwarded): its caller stays with cc too */
 double pick(const Vec *v, unsigned long i) {
   switch (i & 1) {
   case 0:
