@@ -21,7 +21,7 @@ from polyflow.drivers.objects import openmp_link_flags
 from polyflow.drivers.sources import c_module, read_c_file
 from polyflow.errors import CompileError, SourcePosition
 from polyflow.frontend.c import CFunction, CModule, defined_in_unit
-from polyflow.frontend.c_analysis import walk
+from polyflow.frontend.c_analysis import is_statement_wrapper, walk
 from polyflow.frontend.c_parse import preprocessor_flags
 from polyflow.ir.names import CABI_PREFIX
 from polyflow.lowering.llvm_ir import compile_llvm_ir_to_object
@@ -92,12 +92,8 @@ def functions_with_loops(cmod: CModule) -> list[str]:
 
 
 def _is_loop(node: c_ast.Node) -> bool:
-    if isinstance(node, (c_ast.For, c_ast.While)):
-        return True
-    if isinstance(node, c_ast.DoWhile):
-        cond = node.cond
-        return not (isinstance(cond, c_ast.Constant) and cond.value in ("0", "0L", "0U", "0u"))
-    return False
+    loop = isinstance(node, (c_ast.For, c_ast.While, c_ast.DoWhile))
+    return loop and not is_statement_wrapper(node)
 
 
 def _locate_bodies(

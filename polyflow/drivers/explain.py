@@ -13,7 +13,7 @@ from pycparser import c_ast
 
 from polyflow.drivers.build import build_program
 from polyflow.drivers.sources import read_c_file
-from polyflow.frontend.c_analysis import walk
+from polyflow.frontend.c_analysis import is_statement_wrapper, walk
 from polyflow.frontend.c_parse import parse_c
 from polyflow.options import Options
 from polyflow.report import Remark
@@ -55,22 +55,13 @@ def loop_nests(
         stack: list[tuple[c_ast.Node, bool]] = [(ext.body, False)]
         while stack:
             node, inside = stack.pop()
-            if isinstance(node, _LOOPS) and not inside and not _once(node):
+            if isinstance(node, _LOOPS) and not inside and not is_statement_wrapper(node):
                 lines = [n.coord.line for n in walk(node) if getattr(n, "coord", None)]
                 where = "" if ext.decl.coord.file == filename else ext.decl.coord.file
                 nests.append((ext.decl.name, node.coord.line, max(lines), where))
                 inside = True
             stack += [(child, inside) for _, child in node.children()]
     return sorted(nests, key=lambda nest: (nest[3], nest[1]))
-
-
-def _once(node: c_ast.Node) -> bool:
-    """`do { ... } while (0)`."""
-    return (
-        isinstance(node, c_ast.DoWhile)
-        and isinstance(node.cond, c_ast.Constant)
-        and node.cond.value in ("0", "0L", "0U")
-    )
 
 
 def explain_c_file(path: str | Path, options: Options) -> list[NestRow]:

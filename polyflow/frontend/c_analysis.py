@@ -152,6 +152,15 @@ def replace_child(parent: c_ast.Node, old: c_ast.Node, new: c_ast.Node) -> None:
     raise AssertionError("the node is not a child of its parent")
 
 
+def is_statement_wrapper(node: c_ast.Node) -> bool:
+    """`do { ... } while (0)`: a macro's way to be one statement, not a loop one counts."""
+    return (
+        isinstance(node, c_ast.DoWhile)
+        and isinstance(node.cond, c_ast.Constant)
+        and node.cond.value in ("0", "0L", "0U", "0u")
+    )
+
+
 def parent_map(root: c_ast.Node) -> dict[int, c_ast.Node]:
     """Each node under `root` (by `id`) → its parent."""
     parents: dict[int, c_ast.Node] = {}

@@ -21,7 +21,7 @@ from pycparser import c_ast
 
 from polyflow.frontend import c_analysis as ana
 from polyflow.frontend.c_builtins import is_math_function
-from polyflow.frontend.c_struct_params import ARROW, stored_arrays
+from polyflow.frontend.c_struct_params import ARROW, stored_arrays, struct_of_pointer
 from polyflow.frontend.c_types import Array, Unsupported
 
 
@@ -98,10 +98,18 @@ def _changes_memory(expr: c_ast.Node, harmless: set[int]) -> bool:
             return True
         if isinstance(n, c_ast.UnaryOp) and n.op in ("++", "--", "p++", "p--"):
             return True
-        if isinstance(n, c_ast.FuncCall) and id(n) not in harmless:
-            if not (isinstance(n.name, c_ast.ID) and is_math_function(n.name.name)):
-                return True
+        if _may_store(n, harmless):
+            return True
     return False
+
+
+def _may_store(node: c_ast.Node, harmless: set[int]) -> bool:
+    """Whether `node` is a call that may store: not to math.h, nor a `harmless` one."""
+    return (
+        isinstance(node, c_ast.FuncCall)
+        and id(node) not in harmless
+        and not (isinstance(node.name, c_ast.ID) and is_math_function(node.name.name))
+    )
 
 
 def _of_param(passed: str, name: str) -> bool:
@@ -113,8 +121,6 @@ def _of_param(passed: str, name: str) -> bool:
 
 
 def _same_struct(scope: object, param: c_ast.Node, struct: c_ast.Struct) -> bool:
-    from polyflow.frontend.c_struct_params import struct_of_pointer
-
     theirs = struct_of_pointer(scope, getattr(param, "type", None))
     return theirs is struct or (
         theirs is not None and bool(theirs.name) and theirs.name == struct.name
@@ -127,11 +133,8 @@ def _changes_no_field(
     """The callee calls only math.h and accessors it forwards its own fields to (calls that
     change no field, by this same rule), and stores only into arrays of floating-point
     elements."""
-    for node in ana.walk(callee_def.body):
-        if isinstance(node, c_ast.FuncCall) and id(node) not in forwarded and not (
-            isinstance(node.name, c_ast.ID) and is_math_function(node.name.name)
-        ):
-            return False
+    if any(_may_store(node, forwarded) for node in ana.walk(callee_def.body)):
+        return False
     # a forwarded call stores only into floating-point arrays (this same rule, for its callee)
     stored = stored_arrays(callee_def.body, forwarded)
     if stored is None:

@@ -19,9 +19,9 @@ first test) may be a pointer the function never follows, NULL on an error path: 
 read at the call only where it is not NULL, `(v ? v->data : 0)`.
 Pointer fields cannot be passed by address (polyflow has no arrays of pointers): where one
 would have to be, or is assigned, the function stays with the C compiler, as does one that uses
-a struct parameter other than as `p->field` (passed on, except to an accessor of the file that
-c_struct_forwarding.py rewrites; compared, assigned, a field's address
-taken) or reaches a volatile field.
+a struct parameter other than as `p->field` (passed on, but to an accessor of the file that
+c_struct_forwarding.py rewrites; compared, assigned, a field's address taken) or reaches a
+volatile field.
 """
 
 from __future__ import annotations
@@ -149,12 +149,9 @@ def _fields_passed_by_address(
     harmless_calls: set[int],
 ) -> tuple[set[tuple[str, str]], set[str]]:
     """The scalar fields to pass by address (a value read at the call would not be the
-        function's own read), and the parameters whose pointer fields are read at the call only
-        where the pointer is not NULL. A parameter not dereferenced unconditionally at the start (its first statement, or a loop's
-    first test) may be a pointer the function never follows, NULL on an error path: its fields are
-    read at the call only where it is not NULL, `(v ? v->data : 0)`.
-    Pointer fields cannot be passed by address (polyflow has no
-        arrays of pointers): where one would have to be, Unsupported."""
+    function's own read), and the parameters whose fields are read at the call only where the
+    pointer is not NULL. Pointer fields cannot be passed by address (polyflow has no arrays of
+    pointers): where one would have to be, Unsupported."""
     params = {p for p, _ in declared}
     by_address: set[tuple[str, str]] = set()
 
@@ -267,15 +264,18 @@ def _unconditional(node: c_ast.Node) -> list[c_ast.Node]:
 def _dereferenced_at_start(body: c_ast.Compound, p: str) -> bool:
     """Whether the body reads some `p->f` before any control flow can skip it (a loop's
     initialization and first test run whenever the loop is reached)."""
+
+    def reads(expr: c_ast.Node | None) -> bool:
+        return expr is not None and any(
+            isinstance(n, c_ast.StructRef) and isinstance(n.name, c_ast.ID) and n.name.name == p
+            for n in _unconditional(expr)
+        )
+
     for item in body.block_items or []:
-        if isinstance(item, (c_ast.For, c_ast.While)):
-            first = [item.cond] if isinstance(item, c_ast.While) else [item.init, item.cond]
-            return any(
-                isinstance(n, c_ast.StructRef) and isinstance(n.name, c_ast.ID) and n.name.name == p
-                for expr in first
-                if expr is not None
-                for n in _unconditional(expr)
-            )
+        if isinstance(item, c_ast.For):
+            return reads(item.init) or reads(item.cond)
+        if isinstance(item, c_ast.While):
+            return reads(item.cond)
         if isinstance(item, c_ast.Decl):
             expr = item.init
         elif isinstance(item, c_ast.If):
@@ -286,9 +286,8 @@ def _dereferenced_at_start(body: c_ast.Compound, p: str) -> bool:
             expr = item.expr
         else:
             return False
-        for n in _unconditional(expr) if expr is not None else []:
-            if isinstance(n, c_ast.StructRef) and isinstance(n.name, c_ast.ID) and n.name.name == p:
-                return True
+        if reads(expr):
+            return True
         if isinstance(item, (c_ast.If, c_ast.Return)):
             return False
         if expr is not None and any(isinstance(n, c_ast.FuncCall) for n in ana.walk(expr)):
@@ -374,6 +373,7 @@ def stored_arrays(body: c_ast.Node, ignored_calls: set[int] | None = None) -> se
     whatever a call is given (the callee may store into it), but for `ignored_calls` (ids).
     None: any array (a store whose target is not an element of a named array)."""
     stored: set[str] = set()
+    ignored = ignored_calls or set()
     for node in ana.walk(body):
         target: c_ast.Node | None = None
         if isinstance(node, c_ast.Assignment):
@@ -382,7 +382,7 @@ def stored_arrays(body: c_ast.Node, ignored_calls: set[int] | None = None) -> se
             target = node.expr
         elif isinstance(node, c_ast.FuncCall):
             name = node.name.name if isinstance(node.name, c_ast.ID) else None
-            if id(node) in (ignored_calls or set()):
+            if id(node) in ignored:
                 continue
             if name is None or not is_math_function(name):
                 for arg in ana.walk(node.args):
