@@ -127,11 +127,12 @@ class HardGen:
 
         first = atom()
         if self.chance(0.35):
+            op = rng.choice(("&&", "||"))
             second = atom()
             # `(i % 4) == 1 && (i % 2) != 1` on an unsigned i: gcc warns it is always 0
-            while first.split(" %")[0] == second.split(" %")[0] and " % " in second:
+            while _same_modulo_of(first, second, nest.unsigned):
                 second = atom()
-            return f"{first} {rng.choice(('&&', '||'))} {second}"
+            return f"{first} {op} {second}"
         return first
 
     # ---- expressions -------------------------------------------------------------------------
@@ -318,6 +319,12 @@ class HardGen:
             )
         main += ["  return 0;", "}"]
         return "\n".join(head + self.lines + main) + "\n"
+
+
+def _same_modulo_of(a: str, b: str, unsigned: frozenset[str]) -> bool:
+    """Whether guards `a` and `b` both take a modulo of the same unsigned iterator."""
+    var = a.split(" %")[0]
+    return " % " in a and " % " in b and var == b.split(" %")[0] and var.lstrip("(") in unsigned
 
 
 def generate_hard_program(seed: int) -> str:
