@@ -15,9 +15,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # The pipeline's stages whose text can be kept (pipeline.STAGE_NAMES, in order) ...
-PipelineStage = Literal["mlir", "affine", "affine-opt", "llvm-dialect", "llvm"]
-# ... and what `polyflow build --emit` can write: those, the schedule trees, an object, a program.
-EmitStage = Literal[PipelineStage, "schedule", "obj", "asm", "exe"]
+PipelineStage = Literal["mlir", "affine", "affine-opt", "gpu", "llvm-dialect", "llvm"]
+# ... and what `polyflow build --emit` can write: those, the schedule trees, the PTX of a CUDA
+# build's kernels, an object, a program.
+EmitStage = Literal[PipelineStage, "schedule", "ptx", "obj", "asm", "exe"]
+
+
+# The GPU architectures PTX can be made for (NVPTX's, from Volta on).
+GPU_ARCHS = ("sm_70", "sm_72", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120")
 
 
 def _cli(**how: Any) -> dict[str, Any]:
@@ -26,6 +31,7 @@ def _cli(**how: Any) -> dict[str, Any]:
 
 _POLYHEDRAL = _cli(group="scheduling: the polyhedral stage (-O3)")
 _DEBUGGING = "debugging and reports"
+_GPU = "the GPU (--target=cuda)"
 
 
 class Options(BaseModel):
@@ -43,8 +49,8 @@ class Options(BaseModel):
     )
     target: Literal["cpu", "cuda"] = Field(
         default="cpu",
-        description="what the code runs on: 'cpu' (OpenMP loops, vector micro-kernels); "
-        "'cuda' is refused until the GPU backend exists",
+        description="what the code runs on: 'cpu' (OpenMP loops, vector micro-kernels) or "
+        "'cuda' (parallel loop nests as GPU kernels, PTX; see --gpu-emulate)",
     )
     march: str = Field(
         default="",
@@ -247,6 +253,37 @@ class Options(BaseModel):
         description="do not parallelize loops known to run fewer iterations than this",
         json_schema_extra=_POLYHEDRAL,
     )
+    # ----- the GPU (target "cuda"; see polyflow/gpu_map)
+    block: tuple[int, ...] | None = Field(
+        default=None,
+        description="threads per block along x, y, z for the GPU kernels (None: 256; 32,8; "
+        "32,4,2 by the depth of the mapped loop nest, shrunk to smaller loops)",
+        json_schema_extra=_cli(metavar="X[,Y[,Z]]", group=_GPU),
+    )
+    grid: tuple[int, ...] | None = Field(
+        default=None,
+        description="at most this many blocks along x, y, z (None: as many as the loops need, "
+        "up to CUDA's limits); blocks then loop over the rest",
+        json_schema_extra=_cli(metavar="X[,Y[,Z]]", group=_GPU),
+    )
+    gpu_arch: str = Field(
+        default="sm_90",
+        description="the GPU architecture PTX is generated for (sm_XY, e.g. sm_80, sm_90)",
+        json_schema_extra=_cli(metavar="SM", group=_GPU),
+    )
+    gpu_emulate: bool = Field(
+        default=False,
+        description="run the GPU kernels on the CPU instead (blocks and threads as loops, "
+        "barriers honoured): checks a CUDA build where there is no GPU",
+        json_schema_extra=_cli(group=_GPU),
+    )
+    gpu_device_arrays: bool = Field(
+        default=False,
+        description="the compiled functions receive their arrays in GPU memory (the Python "
+        "API's CUDA callables): all their memory work runs on the GPU, a function without a "
+        "parallel loop as one single-thread kernel",
+        json_schema_extra=_cli(cli=False),
+    )
     debug_info: bool = Field(
         default=False,
         description="-g: line tables for the functions compiled through MLIR (each instruction "
@@ -266,6 +303,40 @@ class Options(BaseModel):
         if sizes is not None and (not sizes or min(sizes) <= 0):
             raise ValueError("tile sizes must be one or more positive integers")
         return sizes
+
+    @field_validator("block", "grid")
+    @classmethod
+    def _three_positive(cls, sizes: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if sizes is None:
+            return None
+        if not 1 <= len(sizes) <= 3 or min(sizes) <= 0:
+            raise ValueError("give one to three positive sizes (x, y, z)")
+        return sizes
+
+    @field_validator("block")
+    @classmethod
+    def _cuda_block(cls, sizes: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if sizes is None:
+            return None
+        threads = 1
+        for size in sizes:
+            threads *= size
+        if threads > 1024 or max(sizes[:2]) > 1024 or (len(sizes) == 3 and sizes[2] > 64):
+            shape = ",".join(str(s) for s in sizes)
+            raise ValueError(
+                f"block {shape} has {threads} threads: a CUDA block has at most 1024 "
+                "(and at most 64 along z)"
+            )
+        return sizes
+
+    @field_validator("gpu_arch")
+    @classmethod
+    def _known_arch(cls, arch: str) -> str:
+        if arch not in GPU_ARCHS:
+            raise ValueError(
+                f"unknown GPU architecture '{arch}' (known: {', '.join(GPU_ARCHS)})"
+            )
+        return arch
 
     @classmethod
     def of(cls, options: Options | Mapping[str, Any] | None) -> Options:

@@ -24,6 +24,7 @@ PASSES: dict[str, str] = {
     "schedule-demote-to-memory": "polyflow.schedule.scratch:DemoteToMemory",
     "schedule-dead-scalars": "polyflow.schedule.dead_scalars:ScheduleDeadScalars",
     "schedule-parallelize": "polyflow.schedule.parallelize:ScheduleParallelize",
+    "schedule-mark-parallel": "polyflow.schedule.parallelize:ScheduleMarkParallel",
     "schedule-micro-kernels": "polyflow.schedule.micro_kernel:ScheduleMicroKernels",
     "lower-deterministic-float-reductions": (
         "polyflow.lowering.float_reductions:DeterministicFloatReductions"

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 
 from mlir import ir
 
+from polyflow import gpu_map as _gpu_mapping
 from polyflow import raising as _raising
 from polyflow import schedule as _scheduling
+from polyflow.gpu_map.emulate import emulate_kernels
 from polyflow.ir.remarks import take_remarks
 from polyflow.lowering.llvm_dialect import lower_to_llvm_dialect
 from polyflow.lowering.llvm_ir import (
@@ -18,6 +20,7 @@ from polyflow.lowering.llvm_ir import (
     translate_to_llvm_ir,
     with_compile_directory,
 )
+from polyflow.lowering.ptx import outline_kernels
 from polyflow.options import Options
 from polyflow.report import CompileReport, Remark, ReportViews
 from polyflow.toolchain import openmp_library_dir
@@ -26,8 +29,14 @@ ModuleStage = tuple[str, Callable[[ir.Module, Options], ir.Module]]
 
 
 def _stage_options(options: Options) -> Options:
-    """The options the `affine-opt` stage runs with: no OpenMP loops without an OpenMP runtime
-    to link them with (the intel-openmp wheel)."""
+    """The options the `affine-opt` stage runs with: for the GPU no CPU tiling; no OpenMP loops
+    without an OpenMP runtime to link them with (the intel-openmp wheel)."""
+    if options.target == "cuda":
+        # the GPU mapping strip-mines the parallel loops into blocks and threads itself; cache
+        # tiles, wavefronts and vector micro-kernels are CPU schedules
+        return options.model_copy(
+            update={"tile": False, "wavefront": False, "micro_kernels": False}
+        )
     if options.parallel and openmp_library_dir() is None:
         return options.model_copy(update={"parallel": False})
     return options
@@ -37,22 +46,54 @@ def _optimize_affine(module: ir.Module, options: Options) -> ir.Module:
     return _scheduling.schedule_module(module, _stage_options(options))
 
 
+def _map_to_gpu(module: ir.Module, options: Options) -> ir.Module:
+    """The `gpu` stage (target "cuda"): kernels mapped and outlined into `gpu.func`s."""
+    _gpu_mapping.map_module(module, options, whole=options.gpu_device_arrays)
+    return outline_kernels(module)
+
+
+def _lower_to_llvm(module: ir.Module, options: Options) -> ir.Module:
+    if options.target == "cuda":  # only with gpu_emulate (check_stages): kernels run here
+        emulate_kernels(module)
+    return lower_to_llvm_dialect(
+        module,
+        threads=options.threads,
+        fast_math=options.fast_math,
+        line_tables=options.debug_info,
+    )
+
+
 # MLIR → MLIR stages after the frontend, in order: raising, the polyhedral stage (rescheduling
-# and parallelization, -O3 only), lowering.
+# and parallelization, -O3 only), for target "cuda" the GPU mapping, lowering (for "cuda", of
+# the kernels emulated on the CPU; PTX is made from the `gpu` stage by `lowering.ptx`).
 MODULE_STAGES: list[ModuleStage] = [
     ("affine", lambda module, options: _raising.raise_to_affine(module, options)),
     ("affine-opt", _optimize_affine),
-    (
-        "llvm-dialect",
-        lambda module, options: lower_to_llvm_dialect(
-            module,
-            threads=options.threads,
-            fast_math=options.fast_math,
-            line_tables=options.debug_info,
-        ),
-    ),
+    ("gpu", _map_to_gpu),
+    ("llvm-dialect", _lower_to_llvm),
 ]
 STAGE_NAMES = ["mlir", *(name for name, _ in MODULE_STAGES), "llvm"]
+
+
+def module_stages(options: Options) -> list[ModuleStage]:
+    """The MLIR stages `options` runs: `gpu` only for target "cuda"."""
+    return [(name, stage) for name, stage in MODULE_STAGES if name != "gpu" or options.target == "cuda"]
+
+
+def check_stages(options: Options, stop_after: str) -> None:
+    """Refuse (ValueError) a stop the target does not have: `gpu` without "cuda"; a CUDA build's
+    CPU lowering without `gpu_emulate` (its kernels become PTX, `lowering.ptx`)."""
+    if options.target != "cuda" and stop_after == "gpu":
+        raise ValueError("the 'gpu' stage exists for target 'cuda' only")
+    if (
+        options.target == "cuda"
+        and not options.gpu_emulate
+        and STAGE_NAMES.index(stop_after) > STAGE_NAMES.index("gpu")
+    ):
+        raise ValueError(
+            "a CUDA build's kernels become PTX; to run them on the CPU, build with gpu_emulate "
+            "(--gpu-emulate)"
+        )
 
 
 def stage_text(module: ir.Module, options: Options) -> str:
@@ -94,13 +135,14 @@ def run_pipeline(
     """
     if stop_after not in STAGE_NAMES:
         raise ValueError(f"unknown stage '{stop_after}' (known: {', '.join(STAGE_NAMES)})")
+    check_stages(options, stop_after)
     result = PipelineResult(module)
     report = result.report
     if "mlir" in keep:
         result.stages["mlir"] = stage_text(module, options)
     if stop_after == "mlir":
         return result
-    for name, stage in MODULE_STAGES:
+    for name, stage in module_stages(options):
         start = time.perf_counter()
         module = stage(module, options)
         report.timings[name] = time.perf_counter() - start
@@ -109,7 +151,7 @@ def run_pipeline(
             report.remarks += _raising.raising_remarks(module, enabled=options.raising_enabled)
         elif name == "affine-opt" and _scheduling.scheduling_enabled(options):
             report.remarks += _scheduling.schedule_remarks(module)
-            if _stage_options(options) != options:
+            if options.parallel and not _stage_options(options).parallel:
                 report.add(
                     Remark(
                         "schedule",

@@ -254,7 +254,16 @@ def build_program(
                     SourcePosition(filename, 0, 0),
                 )
             return report
+        if emit == "ptx":
+            if options.target != "cuda" or options.gpu_emulate:
+                raise CompileError("--emit=ptx needs --target=cuda (without --gpu-emulate)", file=filename)
+            result = compile_module(cmod.module, options, produce="ptx", cache=cache)
+            _record(report, result)
+            output.write_text(result.stages["ptx"])
+            return report
         if not whole_unit:
+            if emit == "gpu" and options.target != "cuda":
+                raise CompileError("--emit=gpu needs --target=cuda", file=filename)
             result = compile_module(
                 cmod.module,
                 options,
@@ -388,6 +397,7 @@ _STOP_AFTER = {
     "affine": "affine",
     "affine-opt": "affine-opt",
     "schedule": "affine-opt",
+    "gpu": "gpu",
     "llvm-dialect": "llvm-dialect",
 }
 
@@ -432,7 +442,7 @@ def _reporter(report: BuildReport, options: Options) -> Callable[[str, ir.Module
 def _write_stage(
     result: Compiled, emit: EmitStage, output: Path, options: Options
 ) -> None:
-    if emit in ("affine", "affine-opt", "llvm-dialect"):
+    if emit in ("affine", "affine-opt", "gpu", "llvm-dialect"):
         assert result.module is not None
         output.write_text(stage_text(result.module, options))
     elif emit == "schedule":

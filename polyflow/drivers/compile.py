@@ -13,7 +13,7 @@ import base64
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -23,6 +23,7 @@ from polyflow.drivers.objects import openmp_functions, uses_openmp
 from polyflow.drivers.parallel_build import build_groups, function_groups, worker_count
 from polyflow.errors import CompileError
 from polyflow.lowering.llvm_ir import compile_llvm_ir_to_object
+from polyflow.lowering.ptx import gpu_resource_remarks, kernels_to_ptx
 from polyflow.options import Options
 from polyflow.pipeline import PipelineResult, run_pipeline
 from polyflow.report import CompileReport, ReportViews
@@ -32,10 +33,11 @@ from polyflow.storage.cache import CompileCache, default_cache, module_key
 #   object  the object file of the module's functions (and whether it forks OpenMP threads)
 #   jit     the module lowered to the LLVM dialect, for an ExecutionEngine in this process
 #   ir      the module after the stage `stop_after` (never cached: it is read to see a stage)
-Product = Literal["object", "jit", "ir"]
+#   ptx     for target "cuda": the PTX of the kernels, and the host module after the `gpu` stage
+Product = Literal["object", "jit", "ir", "ptx"]
 
-# The targets code can be compiled for today; `Options.target` names one.
-AVAILABLE_TARGETS = frozenset({"cpu"})
+# The targets code can be compiled for; `Options.target` names one.
+AVAILABLE_TARGETS = frozenset({"cpu", "cuda"})
 
 # The stages a JIT compile keeps, for `CompiledFunction.mlir(stage)` and `TcFunction.mlir`.
 JIT_STAGES = frozenset({"mlir", "affine", "affine-opt", "llvm-dialect"})
@@ -60,6 +62,9 @@ class Compiled(ReportViews):
     # False when a function ran past `Options.compile_timeout`: the result depends on the
     # machine's speed, so no cache may keep it
     cacheable: bool = True
+    # `ptx`: the PTX of each GPU module (one kernel each) and what ptxas said it uses
+    ptx: dict[str, str] = field(default_factory=dict)
+    gpu_resources: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def check_target(options: Options, filename: str = "<input>") -> None:
@@ -94,6 +99,15 @@ def compile_module(
     use; 1: in this process) when neither asks for the IR in between.
     """
     check_target(options)
+    kernels_only = options.target == "cuda" and not options.gpu_emulate
+    if produce == "ptx" and not kernels_only:
+        raise ValueError("produce='ptx' needs target 'cuda' without gpu_emulate")
+    if kernels_only and produce in ("object", "jit"):
+        raise CompileError(
+            "a CUDA build makes the kernels' PTX (--emit=ptx, or --emit=gpu for the GPU "
+            "dialect); whole programs for the GPU are not built yet: --gpu-emulate runs the "
+            "kernels on the CPU"
+        )
     if produce == "ir":
         return _from_pipeline(
             run_pipeline(module, options, stop_after=stop_after, keep=keep, after_stage=after_stage)
@@ -120,6 +134,8 @@ def compile_module(
                 module, options, stop_after="llvm-dialect", keep=keep, after_stage=after_stage
             )
         )
+    elif produce == "ptx":
+        compiled = _ptx(module, options, keep, after_stage)
     else:
         compiled = _object(module, options, keep, after_stage, workers or worker_count())
     if cache is not None and key is not None and compiled.cacheable:
@@ -168,6 +184,30 @@ def _object(
     return compiled
 
 
+def _ptx(
+    module: ir.Module,
+    options: Options,
+    keep: frozenset[str],
+    after_stage: Callable[[str, ir.Module], None] | None,
+) -> Compiled:
+    """Kernels to PTX: the pipeline to the `gpu` stage (kept), then `lowering.ptx`; what ptxas
+    says of each kernel joins the report."""
+    compiled = _from_pipeline(
+        run_pipeline(
+            module, options, stop_after="gpu", keep=keep | {"gpu"}, after_stage=after_stage
+        )
+    )
+    assert compiled.module is not None
+    start = time.perf_counter()
+    made = kernels_to_ptx(compiled.module, options)
+    compiled.timings["ptx"] = time.perf_counter() - start
+    compiled.ptx = made.ptx
+    compiled.stages["ptx"] = made.text()
+    compiled.gpu_resources = {name: asdict(r) for name, r in made.resources.items()}
+    compiled.report.remarks += gpu_resource_remarks(made, options)
+    return compiled
+
+
 def _from_pipeline(result: PipelineResult) -> Compiled:
     return Compiled(
         module=result.module,
@@ -183,6 +223,9 @@ def _record(compiled: Compiled, produce: Product) -> dict[str, object]:
     said = compiled.report.to_dict()
     said["timings"] = {}  # a hit takes no time to compile: its own timings say so
     record: dict[str, object] = {"stages": compiled.stages, "report": said}
+    if produce == "ptx":
+        record["ptx"] = compiled.ptx
+        record["gpu_resources"] = compiled.gpu_resources
     if produce == "object":
         record["object"] = base64.b64encode(compiled.object).decode()
         record["openmp"] = compiled.openmp
@@ -200,6 +243,10 @@ def _from_record(stored: dict[str, object], produce: Product) -> Compiled | None
     compiled = Compiled(stages=stages, report=report, cached=True)
     if produce == "jit":
         compiled.module = ir.Module.parse(stages["llvm-dialect"])
+    elif produce == "ptx":
+        compiled.module = ir.Module.parse(stages["gpu"])
+        compiled.ptx = dict(stored["ptx"])  # type: ignore[call-overload]
+        compiled.gpu_resources = dict(stored["gpu_resources"])  # type: ignore[call-overload]
     else:
         compiled.object = base64.b64decode(str(stored["object"]))
         compiled.openmp = bool(stored["openmp"])

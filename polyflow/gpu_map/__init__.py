@@ -1,0 +1,120 @@
+"""The GPU mapping (`target="cuda"`): scheduled affine functions → host code with `gpu.launch`
+kernels, never wrong code.
+
+`map_module(module, options)` runs after the polyhedral stage has scheduled each function for
+the GPU (coincident loops outermost, every parallel loop marked) and works on each function the
+polyhedral stage worked on, on a copy swapped in on success:
+
+1. `kernels.form_kernels`: parallel loop nests → bands (nested `affine.parallel`), sequential
+   loops around them stay on the host (one kernel per step), other memory work → single-thread
+   kernels;
+2. `lower-affine` (the launch body is plain SCF, which the GPU and CPU lowerings both read);
+3. `launch.map_launches`: each band → `gpu.launch` with blocks × threads, guards and grid-stride
+   tile loops.
+
+A function that cannot be split keeps its code and runs on the host, with a warning saying why
+(`NOT_MAPPED_ATTR`). What each launch maps goes to the report: a `gpu-kernel` remark per
+launch (the loops and the axes they went to, the block shape), a `gpu-single-thread` note for
+work that runs on one GPU thread. `emulate.emulate_launches` then runs the kernels on the CPU
+(`--gpu-emulate`), or the CUDA lowering outlines them and makes PTX.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.passmanager import PassManager
+
+from polyflow.ir.functions import raisable_functions, scratch_module, swap_in
+from polyflow.ir.names import NOT_AFFINE_ATTR, NOT_MAPPED_ATTR
+from polyflow.ir.remarks import attach_remarks, remark_at
+from polyflow.options import Options
+from polyflow.report import Remark
+
+from .kernels import KernelFormation, NotMappable, form_kernels
+from .launch import LaunchInfo, map_launches
+
+CONTAINER_ATTR = "gpu.container_module"
+
+
+def map_module(module: ir.Module, options: Options, *, whole: bool = False) -> ir.Module:
+    """Map the parallel loop nests of `module`'s functions to GPU kernels (module docstring);
+    returns `module`. `whole`: every mapped function runs entirely on the GPU (its arrays live
+    there: the Python API), so a function without parallel loops becomes one single-thread
+    kernel rather than host code."""
+    with module.context, ir.Location.unknown():
+        module.operation.attributes[CONTAINER_ATTR] = ir.UnitAttr.get()
+        for fn in list(raisable_functions(module)):
+            if NOT_AFFINE_ATTR in fn.attributes and not whole:
+                continue
+            _map_function(module, fn, options, whole)
+    return module
+
+
+def _map_function(module: ir.Module, fn: ir.Operation, options: Options, whole: bool) -> None:
+    scratch, copy = scratch_module(module, fn)
+    try:
+        formed = form_kernels(copy, whole=whole)
+        if not formed.mapped:
+            attach_remarks(fn, [_host_remark(fn, "it has no parallel loop")])
+            return
+        PassManager.parse("func.func(lower-affine)").run(copy)
+        launches = map_launches(copy, block=options.block, grid=options.grid)
+        swapped = swap_in(fn, copy)
+        if swapped is None:
+            raise NotMappable("the mapping changed the function's type")
+        attach_remarks(swapped, _launch_remarks(launches, formed))
+    except NotMappable as exc:
+        fn.attributes[NOT_MAPPED_ATTR] = ir.StringAttr.get(str(exc))
+        attach_remarks(fn, [_host_remark(fn, str(exc), warning=True)])
+    finally:
+        del scratch
+
+
+def _host_remark(fn: ir.Operation, reason: str, *, warning: bool = False) -> Remark:
+    return remark_at(
+        fn.location,
+        "gpu",
+        "gpu-host",
+        "warning" if warning else "note",
+        f"runs on the host, not the GPU: {reason}",
+        {"reason": reason},
+    )
+
+
+def _launch_remarks(launches: list[LaunchInfo], formed: KernelFormation) -> list[Remark]:
+    out: list[Remark] = []
+    for launch in launches:
+        if launch.single_thread:
+            out.append(
+                remark_at(
+                    launch.location,
+                    "gpu",
+                    "gpu-single-thread",
+                    "note",
+                    "this code runs on one GPU thread (it is not in a parallel loop)",
+                )
+            )
+            continue
+        mapped = ", ".join(
+            f"line {loop.line} → {loop.axis}" if loop.line else f"loop → {loop.axis}"
+            for loop in launch.loops
+        )
+        shape = "×".join(str(t) for t in launch.block)
+        out.append(
+            remark_at(
+                launch.location,
+                "gpu",
+                "gpu-kernel",
+                "remark",
+                f"kernel: loops mapped to blocks × threads ({mapped}), block {shape}",
+                {
+                    "block": list(launch.block),
+                    "loops": [{"line": loop.line, "axis": loop.axis} for loop in launch.loops],
+                },
+            )
+        )
+    del formed
+    return out
+
+
+__all__ = ["NotMappable", "map_module"]

@@ -28,6 +28,8 @@ NO_RAISE_ATTR = "polyflow.no_raise"
 DISPATCHER_ATTR = "polyflow.alias_dispatcher"
 # Why the polyhedral stage kept a function's code.
 NOT_SCHEDULED_ATTR = "polyflow.not_scheduled"
+# Why the GPU mapping left a function on the host (`target="cuda"`).
+NOT_MAPPED_ATTR = "polyflow.not_mapped"
 # The isl schedule tree the polyhedral stage generated a function's code from.
 SCHEDULE_ATTR = "polyflow.schedule"
 # What a stage said about a function (`polyflow.report.Remark`s as JSON strings), until the
@@ -45,6 +47,10 @@ REDUCTIONS_ATTR = "polyflow.reductions"
 INDEPENDENT_ATTR = "polyflow.independent"
 # A wavefront's parallel tile loop; the same name marks it in the isl schedule tree.
 WAVEFRONT_ATTR = "polyflow.wavefront"
+# The loop could run its iterations in parallel (no carried dependence or value, no call, no
+# aliasing conflict): set for `target="cuda"` on every such loop, nested ones too; the GPU
+# mapping turns nests of them into blocks and threads.
+PARALLEL_LOOP_ATTR = "polyflow.parallel_loop"
 # On a sequential loop: the floating-point reductions whose updates carry `reassoc`.
 REASSOCIATED_ATTR = "polyflow.reassociated"
 

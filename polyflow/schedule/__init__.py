@@ -54,6 +54,7 @@ from polyflow.target import target_of
 
 from .codegen import CodegenError, generate
 from .dependences import Dependences, compute_dependences
+from .gpu_order import coincident_first
 from .model import Scop, ScopRegion, extract_scops
 from .scheduler import (
     MAX_SKEWED_BAND,
@@ -224,6 +225,8 @@ def reschedule_function(
                 schedule = _new_schedule(scop, deps, options, notes, located)
             if schedule is None:
                 continue
+            if options.target == "cuda":
+                schedule = coincident_first(schedule)
             if not check_schedule_legal(schedule, deps.validity):
                 notes.append(f"{where}: the schedule violates a dependence; source order kept")
                 continue
@@ -241,10 +244,13 @@ def reschedule_function(
                     f"{footprint} bytes of data, which stay in cache anyway"
                 )
                 continue
-            with timer.step("tiling"):
-                tiled = _fused_and_tiled(
-                    scop, region, schedule, deps, options, notes, located, tiles
-                )
+            if options.target == "cuda":  # the GPU mapping makes blocks of the parallel band
+                tiled = schedule
+            else:
+                with timer.step("tiling"):
+                    tiled = _fused_and_tiled(
+                        scop, region, schedule, deps, options, notes, located, tiles
+                    )
         except Exception as exc:  # nothing is changed yet: this scop keeps its code
             notes.append(f"{where}: source order kept: {_describe(exc)}")
             continue
@@ -436,6 +442,8 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
             f" reassociate={str(options.reassociation).lower()}"
             f" min_trip={options.min_parallel_trip}}}"
         )
+        if options.target == "cuda":  # the GPU mapping chooses among all parallel loops
+            element = "schedule-mark-parallel"
         try:
             with timer.step("parallelize"):
                 _run_pipeline(copy, element)
@@ -448,7 +456,7 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
             reason = exc if isinstance(exc, _StepFailed) else _describe(exc)
             failure = f"{failure + '; ' if failure else ''}parallelization failed: {reason}"
         del scratch
-    if options.micro_kernels and options.schedule:
+    if options.micro_kernels and options.schedule and options.target != "cuda":
         scratch, copy = scratch_module(module, fn)
         contract = str(options.fp_contract == "fast").lower()
         bits = target_of(options.march, options.mtune).vector_bits

@@ -56,6 +56,7 @@ from mlir.passmanager import PassManager
 from polyflow.ir.aliasing import VIEW_OPS, may_alias, view_root
 from polyflow.ir.names import (
     INDEPENDENT_ATTR,
+    PARALLEL_LOOP_ATTR,
     REASSOCIATED_ATTR,
     REDUCTIONS_ATTR,
     WAVEFRONT_ATTR,
@@ -731,6 +732,46 @@ def float_reductions(fn: ir.Operation) -> list[tuple[ir.Location, str]]:
     return out
 
 
+def mark_parallel_loops(fn: ir.Operation) -> int:
+    """Mark every `affine.for` of `fn` that could run its iterations in any order and at once
+    with `PARALLEL_LOOP_ATTR`, nested ones included (for the GPU mapping, which turns nests of
+    them into blocks and threads): no dependence carried through memory (upstream's analysis, or
+    isl's `INDEPENDENT_ATTR`), no carried values (reductions stay sequential in a thread), no
+    call inside, no aliasing conflict, not in or around an else region. Returns how many."""
+    loops = list(_loops(fn))
+    oracle = memory_parallel_loops(fn)
+    if len(oracle) != len(loops):
+        raise RuntimeError("the dependence oracle's copy lost track of the loops")
+    marked = 0
+    for loop, independent in zip(loops, oracle, strict=True):
+        if loop.name != "affine.for" or len(loop.results) > 0:
+            continue
+        if not (independent or _isl_independent(loop)):
+            continue
+        if _contains(loop, lambda op: op.name in _CALL_OPS):
+            continue
+        if _touches_else_region(loop, fn) or _aliasing_conflict(loop, fn):
+            continue
+        loop.attributes[PARALLEL_LOOP_ATTR] = ir.UnitAttr.get()
+        marked += 1
+    return marked
+
+
+@dataclass(frozen=True)
+class ScheduleMarkParallel:
+    """Mark each loop that could run in parallel (`mark_parallel_loops`), changing nothing else:
+    the polyhedral stage's last step for `target="cuda"`."""
+
+    name: ClassVar[str] = "schedule-mark-parallel"
+
+    def __call__(self, op: ir.Operation, pass_: Any) -> None:
+        try:
+            mark_parallel_loops(op)
+        except Exception as exc:  # a bug here must fail the pass, not the process
+            op.location.emit_error(f"schedule-mark-parallel: {type(exc).__name__}: {exc}")
+            pass_.signal_pass_failure()
+
+
 @dataclass(frozen=True)
 class ScheduleParallelize:
     """`affine.for` without loop-carried dependences → `affine.parallel` (with `reduce` for
@@ -762,6 +803,7 @@ __all__ = [
     "float_reductions",
     "loop_reductions",
     "make_parallel",
+    "mark_parallel_loops",
     "memory_parallel_loops",
     "parallel_loops",
     "parallelize",

@@ -125,7 +125,7 @@ def scheduler_settings(options: Options) -> SchedulerSettings:
         ),
         maximize_band_depth=pluto,
         maximize_coincidence=pluto,
-        outer_coincidence=False,
+        outer_coincidence=options.target == "cuda",
         treat_coalescing=True,
         whole_component=fusion == "max",
         serialize_sccs=fusion == "min",

@@ -1,0 +1,324 @@
+"""The mapped program on the CPU: each outlined kernel (`gpu.func`) becomes a CPU function that
+loops over the blocks of its grid and, inside, over the threads of a block, and each
+`gpu.launch_func` a call of it with the grid, the block and the kernel's arguments, so that a
+program built for `cuda` runs here and can be compared with gcc and NumPy (`--gpu-emulate`,
+`fn.emulate(...)`). It proves the mapping and the outlining: the grid, the guards, the index
+arithmetic, the arguments each launch passes and the barriers run exactly as written for the
+GPU. The CPU function's lowered signature is the kernel's (grid and block sizes first, then
+each memref as its descriptor's fields), so a launcher's argument list can be checked on it.
+
+A barrier is honoured the way Polygeist runs GPU code on CPUs: the thread loop is split at it,
+so every thread finishes what comes before the barrier before any starts what comes after. A loop
+around a barrier must be uniform (its bounds the same in every thread of a block, as CUDA
+requires); it runs once per block with the thread loops split inside it. A value a thread
+computes before a barrier and uses after it is refused (the mapping computes such values
+again after the barrier); thread-independent values (block ids, sizes, constants) are computed
+once per block. `gpu.alloc`/`gpu.dealloc`/`gpu.memcpy` become their host equivalents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mlir import ir
+from mlir.dialects import arith, func, memref, scf
+
+from polyflow.ir.names import symbol_name
+
+_PURE_PREFIXES = ("arith.", "math.", "index.")
+_AXES = {"x": 0, "y": 1, "z": 2}
+# The CPU function of the kernel in gpu module M: `__polyflow_gpu_M`.
+CPU_KERNEL_PREFIX = "__polyflow_gpu_"
+
+
+class NotEmulatable(Exception):
+    """A kernel the CPU emulation cannot run faithfully (a value crossing a barrier, a loop
+    around a barrier whose bounds depend on the thread)."""
+
+
+def emulate_kernels(module: ir.Module) -> int:
+    """Replace `module`'s outlined kernels and their launches by CPU functions and calls (module
+    docstring), and the GPU memory ops by host ones; returns the number of kernels."""
+    count = 0
+    with module.context:
+        names: dict[str, str] = {}  # "@module::@kernel" -> CPU function
+        for op in [o.operation for o in module.body.operations]:
+            if op.name != "gpu.module":
+                continue
+            module_name = symbol_name(op)
+            for inner in [o.operation for o in op.regions[0].blocks[0].operations]:
+                if inner.name == "gpu.func" and "gpu.kernel" in inner.attributes:
+                    cpu = f"{CPU_KERNEL_PREFIX}{module_name}"
+                    with ir.InsertionPoint(op), inner.location:
+                        _cpu_kernel(inner, cpu)
+                    names[f"@{module_name}::@{symbol_name(inner)}"] = cpu
+                    count += 1
+            op.erase()
+        for op in [o.operation for o in module.body.operations]:
+            if op.name == "func.func":
+                for launch in _ops_named(op, "gpu.launch_func"):
+                    _call_instead(launch, names)
+                _host_memory(op)
+        if "gpu.container_module" in module.operation.attributes:
+            del module.operation.attributes["gpu.container_module"]
+    return count
+
+
+def _cpu_kernel(kernel: ir.Operation, name: str) -> ir.Operation:
+    """The CPU function of `kernel`: (grid x y z, block x y z, the kernel's arguments)."""
+    index = ir.IndexType.get()
+    kernel_type = ir.FunctionType(ir.TypeAttr(kernel.attributes["function_type"]).value)
+    inputs = [index] * 6 + list(kernel_type.inputs)
+    fn = func.FuncOp(name, (inputs, []))
+    fn.attributes["sym_visibility"] = ir.StringAttr.get("private")
+    entry = fn.add_entry_block()
+    args = list(entry.arguments)
+    grid, block = args[0:3], args[3:6]
+    old_entry = kernel.regions[0].blocks[0]
+    for old, new in zip(old_entry.arguments, args[6:], strict=True):
+        old.replace_all_uses_with(new)
+    ops = [o.operation for o in old_entry.operations]
+    with ir.InsertionPoint(entry), kernel.location:
+        zero, one = _index(0), _index(1)
+        ip = ir.InsertionPoint(entry)
+        block_ivs: list[ir.Value] = [zero, zero, zero]
+        for axis in (2, 1, 0):  # z outermost
+            with ip:
+                loop = scf.ForOp(zero, grid[axis], one)
+            with ir.InsertionPoint(loop.body):
+                end = scf.YieldOp([])
+            ip = ir.InsertionPoint(end)
+            block_ivs[axis] = loop.induction_variable
+        func.ReturnOp([])
+    thread_ids: list[list[ir.Value]] = [[], [], []]
+    body_ops = []
+    for op in ops:
+        if op.name in ("gpu.block_id", "gpu.grid_dim", "gpu.block_dim"):
+            axis = _axis(op)
+            value = {"gpu.block_id": block_ivs, "gpu.grid_dim": grid, "gpu.block_dim": block}[
+                op.name
+            ][axis]
+            op.results[0].replace_all_uses_with(value)
+            op.erase()
+        elif op.name == "gpu.thread_id":
+            thread_ids[_axis(op)].append(op.results[0])
+            body_ops.append(op)
+        elif op.name == "gpu.return":
+            op.erase()
+        else:
+            body_ops.append(op)
+    nested = [
+        inner
+        for op in body_ops
+        for inner in _ops_named(op, "gpu.thread_id")
+        + _ops_named(op, "gpu.block_id")
+        + _ops_named(op, "gpu.return")
+    ]
+    if nested:
+        raise NotEmulatable(f"{nested[0].name} nested in the kernel's control flow")
+    id_ops = [op for op in body_ops if op.name == "gpu.thread_id"]
+    body_ops = [op for op in body_ops if op.name != "gpu.thread_id"]
+    _threads(body_ops, ip, thread_ids, block, kernel.location)
+    for op in id_ops:
+        op.erase()
+    return fn.operation
+
+
+def _axis(op: ir.Operation) -> int:
+    text = str(op.attributes["dimension"])  # #gpu<dim x>
+    return _AXES[text.rstrip(">").split()[-1]]
+
+
+def _call_instead(launch: ir.Operation, names: dict[str, str]) -> None:
+    view = launch.opview
+    kernel = str(launch.attributes["kernel"])
+    if kernel not in names:
+        raise NotEmulatable(f"launch of an unknown kernel {kernel}")
+    sizes = [
+        view.gridSizeX,
+        view.gridSizeY,
+        view.gridSizeZ,
+        view.blockSizeX,
+        view.blockSizeY,
+        view.blockSizeZ,
+    ]
+    with ir.InsertionPoint(launch), launch.location:
+        func.CallOp([], ir.FlatSymbolRefAttr.get(names[kernel]), [*sizes, *view.kernelOperands])
+    launch.erase()
+
+
+def _ops_named(op: ir.Operation, name: str) -> list[ir.Operation]:
+    found: list[ir.Operation] = []
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                inner = inner.operation
+                if inner.name == name:
+                    found.append(inner)
+                else:
+                    found += _ops_named(inner, name)
+    return found
+
+
+def _contains(op: ir.Operation, wanted: Callable[[ir.Operation], bool]) -> bool:
+    if wanted(op):
+        return True
+    return any(
+        _contains(inner.operation, wanted)
+        for region in op.regions
+        for block in region.blocks
+        for inner in block.operations
+    )
+
+
+def _index(value: int) -> ir.Value:
+    return arith.ConstantOp(ir.IndexType.get(), value).result
+
+
+def _depends_on(op: ir.Operation, values: list[ir.Value]) -> bool:
+    """Whether `op` (or an op nested in it) uses one of `values`, directly or through the ops of
+    the same block that compute its operands."""
+    for operand in _all_operands(op):
+        if any(operand == v for v in values):
+            return True
+        owner = operand.owner
+        if not isinstance(owner, ir.Block) and owner.operation.parent == op.parent:
+            if _depends_on(owner.operation, values):
+                return True
+    return False
+
+
+def _all_operands(op: ir.Operation) -> list[ir.Value]:
+    out = list(op.operands)
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                out += _all_operands(inner.operation)
+    return out
+
+
+def _flat(values: list[list[ir.Value]]) -> list[ir.Value]:
+    return [value for axis in values for value in axis]
+
+
+def _is_pure(op: ir.Operation) -> bool:
+    return not op.regions and op.name.startswith(_PURE_PREFIXES)
+
+
+def _threads(
+    ops: list[ir.Operation],
+    ip: ir.InsertionPoint,
+    thread_ids: list[list[ir.Value]],
+    block: list[ir.Value],
+    loc: ir.Location,
+) -> None:
+    """Emit `ops` (one block-level sequence of a kernel body) at `ip`: split at barriers, each
+    piece inside its own loops over the threads; uniform loops that contain barriers run at the
+    block level with their bodies split the same way."""
+    piece: list[ir.Operation] = []
+    for op in ops:
+        if op.name == "gpu.barrier":
+            _thread_loops(piece, ip, thread_ids, block, loc)
+            piece = []
+            op.erase()
+        elif _contains(op, lambda inner: inner.name == "gpu.barrier"):
+            if op.name != "scf.for" or _depends_on(op, _flat(thread_ids)):
+                raise NotEmulatable(
+                    f"a barrier inside {op.name} whose control depends on the thread"
+                )
+            _thread_loops(piece, ip, thread_ids, block, loc)
+            piece = []
+            op.move_before(_anchor(ip))
+            inner_ops = [o.operation for o in op.regions[0].blocks[0].operations]
+            _threads(inner_ops[:-1], ir.InsertionPoint(inner_ops[-1]), thread_ids, block, loc)
+        elif _is_pure(op) and not _depends_on(op, _flat(thread_ids)):
+            op.move_before(_anchor(ip))  # the same in every thread: once per block
+        else:
+            piece.append(op)
+    _thread_loops(piece, ip, thread_ids, block, loc)
+
+
+def _anchor(ip: ir.InsertionPoint) -> ir.Operation:
+    """The op an insertion point inserts before (block-end points are made before a yield)."""
+    ref = ip.ref_operation
+    if ref is None:
+        raise NotEmulatable("internal: an insertion point at a block's end")
+    return ref.operation
+
+
+def _thread_loops(
+    piece: list[ir.Operation],
+    ip: ir.InsertionPoint,
+    thread_ids: list[list[ir.Value]],
+    block: list[ir.Value],
+    loc: ir.Location,
+) -> None:
+    """Move `piece` into loops over the block's threads (z outermost, x innermost) at `ip`."""
+    if not piece:
+        return
+    with ip, loc:
+        zero, one = _index(0), _index(1)
+    inner_ip = ip
+    ivs: list[ir.Value] = []
+    for axis in (2, 1, 0):
+        with inner_ip, loc:
+            loop = scf.ForOp(zero, block[axis], one)
+        with ir.InsertionPoint(loop.body), loc:
+            end = scf.YieldOp([])
+        inner_ip = ir.InsertionPoint(end)
+        ivs.insert(0, loop.induction_variable)
+    anchor = _anchor(inner_ip)
+    for op in piece:
+        op.move_before(anchor)
+    old = [value for axis in range(3) for value in thread_ids[axis]]
+    new = [ivs[axis] for axis in range(3) for _ in thread_ids[axis]]
+    for op in piece:
+        _replace_operands(op, old, new)
+    for op in piece:
+        for result in op.results:
+            for use in result.uses:
+                if not _inside_any(use.owner.operation, piece):
+                    raise NotEmulatable(
+                        "a value a thread computes before a barrier is used after it"
+                    )
+
+
+def _inside_any(op: ir.Operation, ancestors: list[ir.Operation]) -> bool:
+    current: ir.Operation | None = op
+    while current is not None:
+        if any(current == a for a in ancestors):
+            return True
+        parent = current.parent
+        current = parent.operation if parent is not None else None
+    return False
+
+
+def _replace_operands(op: ir.Operation, old: list[ir.Value], new: list[ir.Value]) -> None:
+    for index, operand in enumerate(op.operands):
+        for before, after in zip(old, new, strict=True):
+            if operand == before:
+                op.operands[index] = after
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                _replace_operands(inner.operation, old, new)
+
+
+def _host_memory(fn: ir.Operation) -> None:
+    """`gpu.alloc` → `memref.alloc`, `gpu.dealloc` → `memref.dealloc`, `gpu.memcpy` →
+    `memref.copy` (host memory stands in for the GPU's)."""
+    for op in _ops_named(fn, "gpu.alloc"):
+        with ir.InsertionPoint(op), op.location:
+            dynamic = [v for v in op.operands if isinstance(v.type, ir.IndexType)]
+            host = memref.AllocOp(op.results[0].type, dynamic, []).result
+        op.results[0].replace_all_uses_with(host)
+        op.erase()
+    for op in _ops_named(fn, "gpu.dealloc"):
+        with ir.InsertionPoint(op), op.location:
+            memref.DeallocOp(list(op.operands)[-1])
+        op.erase()
+    for op in _ops_named(fn, "gpu.memcpy"):
+        target, source = list(op.operands)[-2:]
+        with ir.InsertionPoint(op), op.location:
+            memref.CopyOp(source, target)
+        op.erase()

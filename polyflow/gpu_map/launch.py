@@ -1,0 +1,308 @@
+"""Blocks and threads, the second step of the GPU mapping (SCF in, `gpu.launch` out): each band
+of nested `scf.parallel` loops that `kernels.py` formed (lowered from `affine.parallel`) becomes
+one `gpu.launch`.
+
+The band's loops, innermost first, go to x, y and z. Each is strip-mined by the block's size on
+its axis: thread `t` of block `b` runs iteration `(b + k·gridDim)·blockDim + t` for k = 0, 1, ...
+(the tile loop is uniform across a block, so barriers inside it are safe; it runs once per block
+unless the grid is capped), guarded by `iteration < trip count`, which handles parametric sizes
+and partial tiles. Block sizes are `Options.block` (x, y, z) or the defaults by band depth
+(256; 32×8; 32×4×2), shrunk to a trip count known to be smaller; the grid covers the trip
+counts, capped by `Options.grid` or the CUDA limits.
+
+Memory the host allocates for the kernels (scratchpads, local arrays) becomes `gpu.alloc`,
+freed before the function returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from mlir import ir
+from mlir.dialects import arith, gpu, scf
+
+from polyflow.ir.locations import source_position
+
+# Threads per block by band depth, (x, y, z): a warp's worth along x (coalesced), 256 threads.
+DEFAULT_BLOCKS: dict[int, tuple[int, ...]] = {1: (256,), 2: (32, 8), 3: (32, 4, 2)}
+# CUDA's limits on the grid, per axis (x, y, z), and on the threads of a block.
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+MAX_BLOCK_THREADS = 1024
+BLOCK_LIMITS = (1024, 1024, 64)
+AXES = ("x", "y", "z")
+
+
+@dataclass
+class MappedLoop:
+    """One loop of a band: its source line (when known) and the axis it went to."""
+
+    line: int | None
+    axis: str
+
+
+@dataclass
+class LaunchInfo:
+    """One `gpu.launch` made: the loops mapped, the block shape, and whether it is a
+    single-thread kernel (no parallel loop)."""
+
+    location: ir.Location
+    loops: list[MappedLoop] = field(default_factory=list)
+    block: tuple[int, ...] = ()
+    single_thread: bool = False
+
+
+def map_launches(
+    fn: ir.Operation,
+    *,
+    block: Sequence[int] | None = None,
+    grid: Sequence[int] | None = None,
+) -> list[LaunchInfo]:
+    """Turn every outermost `scf.parallel` band of `fn` into a `gpu.launch` (module docstring);
+    returns what each launch maps, in program order."""
+    bands = [op for op in _outermost_parallels(fn)]
+    launches = [_launch(band, block, grid) for band in bands]
+    _device_allocations(fn)
+    return launches
+
+
+def _outermost_parallels(op: ir.Operation) -> list[ir.Operation]:
+    found: list[ir.Operation] = []
+    for region in op.regions:
+        for blk in region.blocks:
+            for inner in blk.operations:
+                inner = inner.operation
+                if inner.name == "scf.parallel":
+                    found.append(inner)
+                else:
+                    found += _outermost_parallels(inner)
+    return found
+
+
+def _band(outer: ir.Operation) -> list[ir.Operation]:
+    """`outer` and the `scf.parallel` loops perfectly nested in it (up to 3), hoisting the pure
+    ops between them (their bounds' arithmetic) above `outer`."""
+    band = [outer]
+    while len(band) < 3:
+        ops = [op.operation for op in band[-1].regions[0].blocks[0].operations][:-1]
+        inner = [op for op in ops if op.name == "scf.parallel"]
+        if len(inner) != 1 or ops[-1] != inner[0]:
+            break
+        between = ops[:-1]
+        ivs = [b.regions[0].blocks[0].arguments[0] for b in band]
+        if any(op.regions or _uses_any(op, ivs) or op.name not in _HOISTABLE for op in between):
+            break
+        for op in between:
+            op.move_before(outer)
+        band.append(inner[0])
+    return band
+
+
+# what lower-affine makes of a loop's bounds
+_HOISTABLE = frozenset(
+    {
+        "arith.constant",
+        "arith.addi",
+        "arith.subi",
+        "arith.muli",
+        "arith.divsi",
+        "arith.divui",
+        "arith.ceildivsi",
+        "arith.floordivsi",
+        "arith.remsi",
+        "arith.cmpi",
+        "arith.select",
+        "arith.maxsi",
+        "arith.minsi",
+        "arith.index_cast",
+    }
+)
+
+
+def _uses_any(op: ir.Operation, values: list[ir.Value]) -> bool:
+    return any(operand == v for operand in op.operands for v in values)
+
+
+def _constant_index(value: ir.Value) -> int | None:
+    owner = value.owner
+    if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
+        return None
+    attr = owner.operation.attributes["value"]
+    return int(ir.IntegerAttr(attr).value) if isinstance(attr, ir.IntegerAttr) else None
+
+
+def _index(value: int) -> ir.Value:
+    return arith.ConstantOp(ir.IndexType.get(), value).result
+
+
+def block_shape(depth: int, trips: Sequence[int | None], block: Sequence[int] | None) -> list[int]:
+    """Threads per axis (x first) for a band of `depth` loops whose trip counts (x first) are
+    `trips` (None: unknown): `block` (x, y, z; missing axes 1) or the default, each shrunk to a
+    smaller known trip count (at least 1)."""
+    wanted = list(block) if block is not None else list(DEFAULT_BLOCKS[depth])
+    wanted = ([*wanted, 1, 1, 1])[:depth]
+    return [max(1, min(size, trip)) if trip is not None else size for size, trip in zip(wanted, trips, strict=True)]
+
+
+def _launch(
+    outer: ir.Operation, block: Sequence[int] | None, grid: Sequence[int] | None
+) -> LaunchInfo:
+    band = _band(outer)
+    info = LaunchInfo(outer.location)
+    depth = len(band)
+    by_axis = list(reversed(band))  # x is the innermost loop
+    with ir.InsertionPoint(outer), outer.location:
+        lows, trips, steps, known = [], [], [], []
+        zero = _index(0)
+        for loop in by_axis:
+            low, high, step = list(loop.operands)[:3]
+            span = arith.SubIOp(high, low).result
+            trip = arith.MaxSIOp(arith.CeilDivSIOp(span, step).result, zero).result
+            lows.append(low)
+            steps.append(step)
+            trips.append(trip)
+            lo_c, hi_c, st_c = (_constant_index(v) for v in (low, high, step))
+            known.append(
+                max(0, -(-(hi_c - lo_c) // st_c))
+                if lo_c is not None and hi_c is not None and st_c
+                else None
+            )
+        threads = block_shape(depth, known, block)
+        caps = [
+            min(grid[k], GRID_LIMITS[k]) if grid is not None and k < len(grid) else GRID_LIMITS[k]
+            for k in range(depth)
+        ]
+        one = _index(1)
+        grid_sizes: list[ir.Value] = []
+        for k in range(depth):
+            blocks = arith.CeilDivSIOp(trips[k], _index(threads[k])).result
+            blocks = arith.MinSIOp(blocks, _index(caps[k])).result
+            grid_sizes.append(arith.MaxSIOp(blocks, one).result)  # a launch needs one block
+        grid3 = ([*grid_sizes, one, one])[:3]
+        block3 = ([_index(t) for t in threads] + [one, one])[:3]
+        launch = gpu.LaunchOp(tuple(grid3), tuple(block3))
+    body = launch.regions[0].blocks[0]
+    args = list(body.arguments)
+    block_ids, thread_ids, grid_dims = args[0:3], args[3:6], args[6:9]
+    loc = outer.location
+    ip = ir.InsertionPoint(body)
+    tiles: list[scf.ForOp] = []
+    for k in range(depth):
+        with ip, loc:
+            size = _index(threads[k])
+            start = arith.MulIOp(block_ids[k], size).result
+            stride = arith.MulIOp(grid_dims[k], size).result
+            tile = scf.ForOp(start, trips[k], stride)
+        with ir.InsertionPoint(tile.body), loc:
+            scf.YieldOp([])
+        ip = ir.InsertionPoint(next(op.operation for op in tile.body.operations))
+        tiles.append(tile)
+    with ip, loc:
+        positions = [
+            arith.AddIOp(tiles[k].induction_variable, thread_ids[k]).result for k in range(depth)
+        ]
+        inside = None
+        for k in range(depth):
+            below = arith.CmpIOp(arith.CmpIPredicate.slt, positions[k], trips[k]).result
+            inside = below if inside is None else arith.AndIOp(inside, below).result
+        guard = scf.IfOp(inside)
+    with ir.InsertionPoint(guard.then_block), loc:
+        ivs = [
+            arith.AddIOp(lows[k], arith.MulIOp(positions[k], steps[k]).result).result
+            for k in range(depth)
+        ]
+        end = scf.YieldOp([])
+    with ir.InsertionPoint(body), loc:
+        gpu.TerminatorOp()
+    innermost = band[-1].regions[0].blocks[0]
+    for op in [op.operation for op in innermost.operations][:-1]:
+        op.move_before(end.operation)
+    for k, loop in enumerate(by_axis):
+        loop.regions[0].blocks[0].arguments[0].replace_all_uses_with(ivs[k])
+    for k, loop in enumerate(by_axis):
+        position = source_position(loop.location)
+        info.loops.append(MappedLoop(position.line if position else None, AXES[k]))
+    outer.erase()
+    _sink_constants(launch.operation)
+    info.block = tuple(threads)
+    info.single_thread = known == [1]
+    return info
+
+
+def _sink_constants(launch: ir.Operation) -> None:
+    """Clone the constants a launch body uses from outside into it: the kernel then knows them
+    (block sizes, strides) instead of receiving them as arguments."""
+    body = launch.regions[0].blocks[0]
+    first = next(op.operation for op in body.operations)
+    clones: dict[str, ir.Value] = {}
+
+    def visit(op: ir.Operation) -> None:
+        for index, operand in enumerate(op.operands):
+            owner = operand.owner
+            if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
+                continue
+            if _inside(owner.operation, launch):
+                continue
+            key = str(owner.operation)
+            if key not in clones:
+                clone = owner.operation.clone(ip=ir.InsertionPoint(first))
+                clones[key] = clone.results[0]
+            op.operands[index] = clones[key]
+        for region in op.regions:
+            for blk in region.blocks:
+                for inner in blk.operations:
+                    visit(inner.operation)
+
+    for region in launch.regions:
+        for blk in region.blocks:
+            for inner in list(blk.operations):
+                visit(inner.operation)
+
+
+def _inside(op: ir.Operation, ancestor: ir.Operation) -> bool:
+    parent = op.parent
+    while parent is not None:
+        if parent.operation == ancestor:
+            return True
+        parent = parent.parent
+    return False
+
+
+def _device_allocations(fn: ir.Operation) -> None:
+    """Host allocations (`memref.alloca`/`alloc` at the function's top level) that kernels use
+    become `gpu.alloc` (the kernels cannot reach host memory), freed where the program freed
+    them (`alloc`) or before each return (`alloca`)."""
+    body = fn.regions[0].blocks[0]
+    launches = [op for op in _all_ops(fn) if op.name == "gpu.launch"]
+    returns = [op for op in _all_ops(fn) if op.name == "func.return"]
+    for op in [o.operation for o in body.operations]:
+        if op.name not in ("memref.alloca", "memref.alloc"):
+            continue
+        result = op.results[0]
+        used = any(_inside(use.owner.operation, launch) for use in result.uses for launch in launches)
+        if not used:
+            continue
+        with ir.InsertionPoint(op), op.location:
+            device = gpu.AllocOp(result.type, None, [], list(op.operands), []).memref
+        frees = [use.owner.operation for use in result.uses if use.owner.operation.name == "memref.dealloc"]
+        result.replace_all_uses_with(device)
+        stack = op.name == "memref.alloca"
+        op.erase()
+        for free in frees:  # the program's own free of it
+            with ir.InsertionPoint(free), free.location:
+                gpu.DeallocOp(None, [], device)
+            free.erase()
+        if stack:  # a stack array's storage ends with the function
+            for ret in returns:
+                with ir.InsertionPoint(ret), ret.location:
+                    gpu.DeallocOp(None, [], device)
+
+
+def _all_ops(op: ir.Operation) -> list[ir.Operation]:
+    out = []
+    for region in op.regions:
+        for blk in region.blocks:
+            for inner in blk.operations:
+                out.append(inner.operation)
+                out += _all_ops(inner.operation)
+    return out
