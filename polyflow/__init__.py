@@ -1,10 +1,10 @@
 """polyflow: a polyhedral optimizing compiler for C loop nests and Tensor Comprehensions."""
 
-from polyflow.errors import CompileError
+from polyflow.errors import CompileError, GpuUnavailable
 from polyflow.options import Options
 from polyflow.version import __version__
 
-__all__ = ["CompileError", "Options", "__version__", "build_program", "compile_c", "raise_report"]
+__all__ = ["CompileError", "GpuUnavailable", "Options", "__version__", "build_program", "compile_c", "raise_report"]
 
 
 def __getattr__(name: str):  # lazy: importing polyflow must not load MLIR

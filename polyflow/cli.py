@@ -520,6 +520,7 @@ def _build(args: argparse.Namespace, options: object) -> int:
             for note in report.notes:
                 print(f"note: {note}", file=sys.stderr)
             facts = report.report.select(stage="schedule", severity="remark")
+            facts += report.report.select(stage="gpu", severity="remark")
             if facts:
                 print(CompileReport(remarks=facts).format(["remark"]), file=sys.stderr)
         if args.report_json:

@@ -71,6 +71,11 @@ class CompileError(Exception):
         return f"{self.where}: error: {self.message}"
 
 
+class GpuUnavailable(RuntimeError):
+    """A CUDA callable was called where no CUDA device (or no CuPy) is usable; the message says
+    which, and that `fn.emulate(...)` runs the same kernels on the CPU."""
+
+
 def _read_line(file: str, line: int) -> str | None:
     try:
         lines = Path(file).read_text(errors="replace").splitlines()

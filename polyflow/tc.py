@@ -20,7 +20,7 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -54,16 +54,24 @@ def define(
     *,
     options: Options | Mapping[str, Any] | None = None,
     file: str = "<tc>",
+    target: Literal["cpu", "cuda"] | None = None,
 ) -> TcFunction:
     """The TC definition `name` of `source` (TC text: `str`, or UTF-8 `bytes`; the only
     definition when `name` is None), checked and ready to call. `options`: an `Options`, or a
-    dict of fields that change the TC defaults (-O3 for this machine)."""
+    dict of fields that change the TC defaults (-O3 for this machine). `target="cuda"` (or the
+    options' target) compiles GPU kernels: the function is then called on CuPy arrays or torch
+    CUDA tensors (outputs come back as the inputs' kind), `emulate(...)` runs the same kernels
+    on the CPU on NumPy arrays, and `ptx(...)` gives their PTX."""
     from polyflow.drivers.sources import source_text
 
     source = source_text(source, file)
     if isinstance(options, Mapping):
         options = Options(**{**TC_DEFAULTS, **options})
     options = Options.of(options) if options is not None else DEFAULT_OPTIONS
+    if target is not None:
+        options = options.model_copy(update={"target": target})
+    if options.target == "cuda":
+        options = options.model_copy(update={"gpu_device_arrays": True, "gpu_emulate": False})
     program = parse(source, file=file)
     checked = check_program(program, source=source, file=file)
     inferred: dict[str, InferredDefinition] = {}
@@ -108,8 +116,9 @@ class TcFunction:
         self.inferred = inferred
         self.options = options
         self._callees = all_inferred
-        self._cache: dict[tuple[Any, ...], _Compiled] = {}
-        self._last: _Compiled | None = None
+        # _Compiled (CPU) or _CompiledGpu (target "cuda"), by argument shapes and dtypes
+        self._cache: dict[tuple[Any, ...], Any] = {}
+        self._last: Any = None
 
     @property
     def name(self) -> str:
@@ -187,6 +196,8 @@ class TcFunction:
         return self._last is not None and self._last.cached
 
     def __call__(self, *args: Any, out: Any = None) -> Any:
+        if self.options.target == "cuda":
+            return self._call_on_gpu(args, out)
         arrays = self._arrays(args)
         compiled = self._compile(arrays)
         self._check_gathers(compiled.specialized, arrays)
@@ -196,6 +207,61 @@ class TcFunction:
         pointers = [ctypes.c_void_p(a.ctypes.data) for a in (*arrays, *outputs)]
         packed = (ctypes.c_void_p * len(pointers))(*[ctypes.addressof(p) for p in pointers])
         compiled.call(packed)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    # ----- the GPU (target "cuda")
+
+    def emulate(self, *args: Any, out: Any = None) -> Any:
+        """For target "cuda": run the GPU kernels on the CPU (blocks and threads as loops) on
+        NumPy arrays; the result is what the GPU computes."""
+        from polyflow.drivers.gpu_launch import CpuLauncher
+
+        compiled = self._gpu_compiled(args)
+        if compiled.cpu is None:
+            compiled.cpu = CpuLauncher(compiled.stages["gpu"])
+        arrays = self._arrays(args)
+        outputs = self._outputs(compiled.specialized, out)
+        if out is not None:
+            _check_disjoint(self, arrays, outputs)
+        pointers = [int(a.ctypes.data) for a in (*arrays, *outputs)]
+        compiled.host.run(compiled.entry, pointers, compiled.cpu)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def ptx(self, *args: Any) -> str:
+        """For target "cuda": the PTX of the kernels for `args`' shapes (or the last call's)."""
+        return self._gpu_compiled(args).stages["ptx"] if args else self.mlir("ptx")
+
+    def _gpu_compiled(self, args: tuple[Any, ...]) -> _CompiledGpu:
+        if self.options.target != "cuda":
+            raise ValueError(f"{self.name} was defined for the CPU: define it with target='cuda'")
+        shapes = [_shape_and_dtype(a) for a in args]
+        compiled = self._compile_shapes(shapes)
+        assert isinstance(compiled, _CompiledGpu)
+        return compiled
+
+    def _call_on_gpu(self, args: tuple[Any, ...], out: Any) -> Any:
+        from polyflow.drivers.gpu_launch import CupyLauncher, import_cupy
+
+        cupy = import_cupy()
+        torch_inputs = any(type(a).__module__.startswith("torch") for a in args)
+        arrays = [_as_cupy(cupy, a, self.name, p.name) for a, p in zip(args, self.definition.inputs, strict=True)]
+        compiled = self._gpu_compiled(tuple(arrays))
+        if compiled.gpu is None:
+            compiled.gpu = CupyLauncher(compiled.ptx)
+        if out is None:
+            outputs = [
+                cupy.zeros(compiled.specialized.shapes[t.name], dtype=NUMPY_DTYPES[t.element])
+                for t in self.definition.outputs
+            ]
+        else:
+            given = list(out) if isinstance(out, (tuple, list)) else [out]
+            outputs = [_as_cupy(cupy, o, self.name, t.name) for o, t in zip(given, self.definition.outputs, strict=True)]
+        pointers = [int(a.data.ptr) for a in (*arrays, *outputs)]
+        compiled.host.run(compiled.entry, pointers, compiled.gpu)
+        if torch_inputs and out is None:
+            import torch  # type: ignore[import-not-found]
+
+            outputs = [torch.from_dlpack(o) for o in outputs]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     # ----- arguments
@@ -291,14 +357,19 @@ class TcFunction:
 
     # ----- compilation
 
-    def _compile(self, arrays: list[np.ndarray]) -> _Compiled:
-        key = tuple((a.shape, a.dtype.str) for a in arrays)
+    def _compile(self, arrays: list[np.ndarray]) -> Any:
+        return self._compile_shapes([(a.shape, a.dtype) for a in arrays])
+
+    def _compile_shapes(self, shapes: list[tuple[tuple[int, ...], np.dtype[Any]]]) -> Any:
+        key = tuple((shape, np.dtype(dtype).str) for shape, dtype in shapes)
         compiled = self._cache.get(key)
         if compiled is None:
+            probes = [np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, [0] * len(shape)) for shape, dtype in shapes]
             specialized = specialize(
-                self.inferred, self._sizes(arrays), source=self.source, file=self.file
+                self.inferred, self._sizes(probes), source=self.source, file=self.file
             )
-            compiled = _build(specialized, self._callees, self.source, self.file, self.options)
+            build = _build_gpu if self.options.target == "cuda" else _build
+            compiled = build(specialized, self._callees, self.source, self.file, self.options)
             self._cache[key] = compiled
         self._last = compiled
         return compiled
@@ -335,6 +406,77 @@ def _build(
         result.report,
         result.cached,
     )
+
+
+@dataclass
+class _CompiledGpu:
+    """A definition compiled for the GPU: its host program, the PTX of each GPU module, and the
+    launchers made so far (CPU emulation, CuPy)."""
+
+    specialized: Specialized
+    host: Any  # drivers.gpu_launch.HostProgram
+    entry: str
+    ptx: dict[str, str]
+    stages: dict[str, str]
+    report: CompileReport
+    cached: bool
+    cpu: Any = None
+    gpu: Any = None
+
+
+def _build_gpu(
+    specialized: Specialized,
+    callees: dict[str, InferredDefinition],
+    source: str,
+    file: str,
+    options: Options,
+) -> _CompiledGpu:
+    from mlir import ir
+
+    from polyflow.drivers.compile import compile_module
+    from polyflow.drivers.gpu_launch import HostProgram
+    from polyflow.frontend.tc.lower import lower_definition
+    from polyflow.ir.contexts import new_context
+    from polyflow.ir.names import CABI_PREFIX
+
+    context = new_context()
+    with context, ir.Location.unknown():
+        module = lower_definition(specialized, callees=callees, source=source, file=file)
+        result = compile_module(module, options, produce="ptx")
+    name = specialized.inferred.definition.name
+    return _CompiledGpu(
+        specialized,
+        HostProgram(result.stages["gpu"]),
+        CABI_PREFIX + name,
+        dict(result.ptx),
+        result.stages,
+        result.report,
+        result.cached,
+    )
+
+
+def _shape_and_dtype(value: Any) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    shape = tuple(int(d) for d in getattr(value, "shape", ()))
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return shape, np.asarray(value).dtype
+    return shape, np.dtype(str(dtype).replace("torch.", ""))
+
+
+def _as_cupy(cupy: Any, value: Any, function: str, name: str) -> Any:
+    """`value` as a CuPy array without a copy (CuPy arrays as they are, torch CUDA tensors
+    through DLPack), C-contiguous."""
+    if not isinstance(value, cupy.ndarray):
+        try:
+            value = cupy.from_dlpack(value)
+        except Exception:
+            raise TypeError(
+                f"argument '{name}' of {function}() must be a CuPy array or a CUDA tensor "
+                f"(DLPack), got {type(value).__name__}"
+            ) from None
+    if not value.flags.c_contiguous:
+        raise TypeError(f"argument '{name}' of {function}() must be C-contiguous")
+    return value
 
 
 def _check_disjoint(fn: TcFunction, arrays: list[np.ndarray], outputs: list[np.ndarray]) -> None:

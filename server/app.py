@@ -309,7 +309,9 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             )
         # the compile entry refuses a target this build lacks (a 422 that names it)
         try:  # what the request's schema cannot say (Options' validators) is checked here
-            options = Options(**{**given, "target": body.target}).model_dump(mode="json")
+            # the GPU mapping needs the polyhedral stage: -O3 unless the request says otherwise
+            level = {"opt_level": 3} if body.target == "cuda" and "opt_level" not in given else {}
+            options = Options(**{**given, **level, "target": body.target}).model_dump(mode="json")
         except ValidationError as exc:
             raise HTTPException(
                 422,

@@ -68,9 +68,20 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     else:
         context, module, entry = _tc_module(request, options)
     timings["frontend"] = (time.perf_counter() - start) * 1e3
+    kernels_only = options.target == "cuda" and not options.gpu_emulate
+    if kernels_only:  # a client launches the kernels on arrays already in GPU memory
+        options = options.model_copy(update={"gpu_device_arrays": True})
+        keep = keep | {"ptx"}
     # the service keeps results itself (by request, in front of the workers): no cache here
     with context, ir.Location.unknown():
-        compiled = compile_module(module, options, produce="object", keep=keep, cache=None, workers=1)
+        compiled = compile_module(
+            module,
+            options,
+            produce="ptx" if kernels_only else "object",
+            keep=keep,
+            cache=None,
+            workers=1,
+        )
     timings.update({name: seconds * 1e3 for name, seconds in compiled.timings.items()})
     said = compiled.report
     said.remarks[:0] = left_out
@@ -79,8 +90,11 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     ]
     diagnostics += [_diagnostic(r) for r in said.remarks if r.severity == "note"]
     start = time.perf_counter()
-    artifacts = _binaries(compiled.object, compiled.openmp, diagnostics)
-    timings["link"] = (time.perf_counter() - start) * 1e3
+    if kernels_only:
+        artifacts = _gpu_artifacts(compiled)
+    else:
+        artifacts = _binaries(compiled.object, compiled.openmp, diagnostics)
+        timings["link"] = (time.perf_counter() - start) * 1e3
     if header is not None:
         artifacts["kernel.h"] = header.encode()
     response = {
@@ -92,6 +106,17 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         "report": said.to_dict(),
     }
     return response, compiled.cacheable
+
+
+def _gpu_artifacts(compiled: Any) -> dict[str, bytes]:
+    """A CUDA build's artifacts: all kernels' PTX (`kernels.ptx`), each GPU module's PTX
+    (`<module>.ptx`, one kernel each, for `cupy.RawModule`), and the host program (`host.mlir`,
+    the `gpu` stage: the launches, their grids and arguments, which `polyflow.drivers.gpu_launch`
+    runs)."""
+    artifacts = {"kernels.ptx": compiled.stages["ptx"].encode(), "host.mlir": compiled.stages["gpu"].encode()}
+    for name, text in compiled.ptx.items():
+        artifacts[f"{name}.ptx"] = text.encode()
+    return artifacts
 
 
 def _diagnostic(remark: Any) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """Every program of tests/programs/ built by polyflow behaves exactly like its ``gcc -O2`` build.
 
-Each program runs twice through polyflow, at the default options and at ``opt_level=0``. The
+Each program runs three times through polyflow: at the default options, at ``opt_level=0``, and
+built for the GPU (``--target=cuda``) with its kernels run by the CPU emulation. The
 corpus checks at the end need only gcc: they keep the programs free of undefined behaviour, on
 which gcc and polyflow could legitimately disagree.
 """
@@ -26,7 +27,12 @@ from polyflow import Options
 
 PROGRAMS_DIR = Path(__file__).parent / "programs"
 PROGRAMS = sorted(PROGRAMS_DIR.glob("*.c"))
-OPTION_SETS = {"O2": Options(), "O0": Options(opt_level=0)}
+OPTION_SETS = {
+    "O2": Options(),
+    "O0": Options(opt_level=0),
+    # the GPU build, its kernels run on the CPU emulation (blocks and threads as loops)
+    "cuda-emulated": Options(opt_level=3, target="cuda", gpu_emulate=True),
+}
 SANITIZE_FLAGS = (
     "-std=c11",
     "-O1",

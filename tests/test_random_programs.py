@@ -33,6 +33,9 @@ FUZZ_COUNT = int(os.environ.get("POLYFLOW_FUZZ_COUNT", "200"))
 FUZZ_SEED = int(os.environ.get("POLYFLOW_FUZZ_SEED", "0"))
 FUZZ_OPTIONS = Options(opt_level=int(os.environ.get("POLYFLOW_FUZZ_OPT_LEVEL", "2")))
 SEEDS = range(FUZZ_SEED, FUZZ_SEED + FUZZ_COUNT)
+# The GPU build of the first of them (POLYFLOW_FUZZ_GPU_COUNT, default 40), emulated on the CPU.
+GPU_OPTIONS = Options(opt_level=3, target="cuda", gpu_emulate=True)
+GPU_SEEDS = range(FUZZ_SEED, FUZZ_SEED + int(os.environ.get("POLYFLOW_FUZZ_GPU_COUNT", "40")))
 KERNEL_RE = re.compile(r"^\w+ (kernel_\d+)\(", re.MULTILINE)
 
 
@@ -58,12 +61,23 @@ def test_random_program_matches_gcc(seed: int, tmp_path: Path) -> None:
     loop starts at -1 loses all its stores under tree-pre + ivopts). When polyflow and ``gcc -O2``
     disagree, ``gcc -O0`` decides: agreeing with it is a skip (no trustworthy oracle), not a pass.
     """
+    _check_against_gcc(seed, tmp_path, FUZZ_OPTIONS)
+
+
+@pytest.mark.parametrize("seed", GPU_SEEDS, ids=lambda s: f"seed{s}")
+def test_random_program_on_the_gpu_emulated_matches_gcc(seed: int, tmp_path: Path) -> None:
+    """The same programs built for the GPU (`--target=cuda`), their kernels run by the CPU
+    emulation: a wrong guard, grid or index in the mapping changes the checksums."""
+    _check_against_gcc(seed, tmp_path, GPU_OPTIONS)
+
+
+def _check_against_gcc(seed: int, tmp_path: Path, options: Options) -> None:
     path, _ = write_program(seed, tmp_path)
     where = f"seed {seed}: {path} (regenerate: python tests/fuzz/affine_gen.py {seed})"
     expected = run_program(build_with_gcc(path, tmp_path / "gcc-O2"))
     assert expected.returncode == 0, f"{where}: the gcc -O2 build fails: {expected.stderr[:2000]}"
     try:
-        report = build_with_polyflow(path, tmp_path / "polyflow", FUZZ_OPTIONS)
+        report = build_with_polyflow(path, tmp_path / "polyflow", options)
     except CompileError as exc:
         pytest.fail(f"{where}\npolyflow rejected the program: {exc}", pytrace=False)
     actual = run_program(report.output)
@@ -80,5 +94,7 @@ def test_random_program_matches_gcc(seed: int, tmp_path: Path) -> None:
     problems += run_problems
     if problems:
         pytest.fail(
-            f"{where} (opt_level={FUZZ_OPTIONS.opt_level}):\n" + "\n".join(problems), pytrace=False
+            f"{where} (opt_level={options.opt_level}, target={options.target}):\n"
+            + "\n".join(problems),
+            pytrace=False,
         )

@@ -289,6 +289,28 @@ def test_tc_compiles_with_sizes(server: Server) -> None:
     assert status == 422 and "K, M" in body["detail"][0]["message"]
 
 
+def test_cuda_compiles_to_ptx_and_is_cached_per_gpu_arch(server: Server) -> None:
+    """`target: "cuda"`: the `gpu` stage, the PTX (a stage and artifacts), and what the mapping
+    and ptxas said; another GPU architecture is another result; a bad one or a block too large
+    for CUDA is a 422 naming the option."""
+    request = {"language": "tc", "source": MV_TC, "sizes": {"M": 64, "K": 32}, "target": "cuda", "emit": ["gpu"]}
+    status, body = server.compile(request)
+    assert status == 200, body
+    assert "gpu.launch_func" in body["stages"]["gpu"] and ".target sm_90" in body["stages"]["ptx"]
+    artifacts = {name: base64.b64decode(data) for name, data in body["artifacts"].items()}
+    assert b".visible .entry" in artifacts["kernels.ptx"] and b"gpu.launch_func" in artifacts["host.mlir"]
+    kinds = {r["kind"] for r in body["report"]["remarks"]}
+    assert "gpu-kernel" in kinds
+    status, again = server.compile(request)
+    assert status == 200 and again["cached"]
+    status, other = server.compile({**request, "options": {"gpu_arch": "sm_80"}})
+    assert status == 200 and not other["cached"] and ".target sm_80" in other["stages"]["ptx"]
+    status, bad = server.compile({**request, "options": {"gpu_arch": "sm_1"}})
+    assert status == 422 and bad["detail"][0]["loc"] == ["body", "options", "gpu_arch"]
+    status, bad = server.compile({**request, "options": {"block": [64, 32]}})
+    assert status == 422 and "at most 1024" in json.dumps(bad)
+
+
 @pytest.mark.parametrize(
     "request_body,where",
     [

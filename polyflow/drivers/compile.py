@@ -41,6 +41,8 @@ AVAILABLE_TARGETS = frozenset({"cpu", "cuda"})
 
 # The stages a JIT compile keeps, for `CompiledFunction.mlir(stage)` and `TcFunction.mlir`.
 JIT_STAGES = frozenset({"mlir", "affine", "affine-opt", "llvm-dialect"})
+# ... and a PTX compile (the `gpu` stage is what the Python launcher runs).
+GPU_STAGES = frozenset({"mlir", "affine", "affine-opt", "gpu"})
 
 
 @dataclass
@@ -114,6 +116,8 @@ def compile_module(
         )
     if produce == "jit":
         keep = keep | JIT_STAGES
+    if produce == "ptx":
+        keep = keep | GPU_STAGES
     if cache == "default":
         cache = default_cache()
     if after_stage is not None:
@@ -194,7 +198,7 @@ def _ptx(
     says of each kernel joins the report."""
     compiled = _from_pipeline(
         run_pipeline(
-            module, options, stop_after="gpu", keep=keep | {"gpu"}, after_stage=after_stage
+            module, options, stop_after="gpu", keep=keep, after_stage=after_stage
         )
     )
     assert compiled.module is not None

@@ -250,14 +250,32 @@ def compile_c(
     *,
     path: str | os.PathLike[str] | None = None,
     options: Options | Mapping[str, Any] | None = None,
-) -> CompiledFunction:
+    target: Literal["cpu", "cuda"] | None = None,
+) -> Any:
     """JIT-compile function `entry` of C `source` (text: `str`, or UTF-8 `bytes`) or of the C
     file at `path`; returns a callable. `entry` may be left out when the source defines one
-    function polyflow compiles. `options`: an `Options`, or a dict of its fields."""
+    function polyflow compiles. `options`: an `Options`, or a dict of its fields. `target`
+    ("cpu" or "cuda", overriding the options'): "cuda" returns a `CudaFunction` (GPU kernels,
+    called on CuPy arrays or torch CUDA tensors; `emulate` runs them on the CPU), compiled at
+    -O3 unless the options say otherwise (the mapping needs the polyhedral stage)."""
+    given = dict(options) if isinstance(options, Mapping) else None
     options = Options.of(options)
+    if target is not None:
+        options = options.model_copy(update={"target": target})
+    if options.target == "cuda":
+        explicit_level = given is not None and "opt_level" in given
+        options = options.model_copy(
+            update={
+                "gpu_device_arrays": True,
+                "gpu_emulate": False,
+                **({} if explicit_level or options.opt_level == 3 else {"opt_level": 3}),
+            }
+        )
     text, filename, source_dir = given_c_source(source, path)
     cmod = c_module(text, filename, options, source_dir)
     entry = _entry_of(cmod, entry, filename)
+    if options.target == "cuda":
+        return _cuda_function(cmod, entry, options)
     with cmod.context:
         engine, result = jit_module(cmod.module, options)
     return CompiledFunction(
@@ -268,6 +286,21 @@ def compile_c(
         result.report,
         result.cached,
     )
+
+
+def _cuda_function(cmod: CModule, entry: str, options: Options) -> Any:
+    from polyflow.drivers.cuda_function import CudaFunction
+
+    fn = cmod.functions[entry]
+    if fn.globals:
+        raise CompileError(
+            f"'{entry}' uses file-scope variables ({', '.join(fn.globals)}), which the GPU "
+            "build does not place in GPU memory yet: pass them as arguments",
+            file=cmod.filename,
+        )
+    with cmod.context:
+        compiled = compile_module(cmod.module, options, produce="ptx")
+    return CudaFunction(compiled, fn)
 
 
 def _entry_of(cmod: CModule, entry: str | None, filename: str) -> str:

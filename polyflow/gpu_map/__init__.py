@@ -24,8 +24,10 @@ from __future__ import annotations
 from mlir import ir
 from mlir.passmanager import PassManager
 
+from polyflow.errors import CompileError
 from polyflow.ir.functions import raisable_functions, scratch_module, swap_in
-from polyflow.ir.names import NOT_AFFINE_ATTR, NOT_MAPPED_ATTR
+from polyflow.ir.locations import source_position
+from polyflow.ir.names import CABI_PREFIX, NOT_AFFINE_ATTR, NOT_MAPPED_ATTR, symbol_name
 from polyflow.ir.remarks import attach_remarks, remark_at
 from polyflow.options import Options
 from polyflow.report import Remark
@@ -43,18 +45,35 @@ def map_module(module: ir.Module, options: Options, *, whole: bool = False) -> i
     kernel rather than host code."""
     with module.context, ir.Location.unknown():
         module.operation.attributes[CONTAINER_ATTR] = ir.UnitAttr.get()
-        for fn in list(raisable_functions(module)):
-            if NOT_AFFINE_ATTR in fn.attributes and not whole:
-                continue
-            _map_function(module, fn, options, whole)
+        if whole:  # every function: the alias guard's dispatcher and unraised copy too
+            functions = [
+                op.operation
+                for op in module.body.operations
+                if op.operation.name == "func.func"
+                and op.operation.regions[0].blocks
+                and not symbol_name(op.operation).startswith(CABI_PREFIX)
+            ]
+        else:
+            functions = [
+                fn for fn in raisable_functions(module) if NOT_AFFINE_ATTR not in fn.attributes
+            ]
+        host_calls = frozenset(symbol_name(fn) for fn in functions) if whole else frozenset()
+        for fn in functions:
+            _map_function(module, fn, options, whole, host_calls)
     return module
 
 
-def _map_function(module: ir.Module, fn: ir.Operation, options: Options, whole: bool) -> None:
+def _map_function(
+    module: ir.Module,
+    fn: ir.Operation,
+    options: Options,
+    whole: bool,
+    host_calls: frozenset[str],
+) -> None:
     scratch, copy = scratch_module(module, fn)
     try:
-        formed = form_kernels(copy, whole=whole)
-        if not formed.mapped:
+        formed = form_kernels(copy, whole=whole, host_calls=host_calls)
+        if not formed.mapped and not whole:
             attach_remarks(fn, [_host_remark(fn, "it has no parallel loop")])
             return
         PassManager.parse("func.func(lower-affine)").run(copy)
@@ -64,6 +83,14 @@ def _map_function(module: ir.Module, fn: ir.Operation, options: Options, whole: 
             raise NotMappable("the mapping changed the function's type")
         attach_remarks(swapped, _launch_remarks(launches, formed))
     except NotMappable as exc:
+        if whole:  # its arrays are in GPU memory: the host cannot run it
+            position = source_position(fn.location)
+            raise CompileError(
+                f"function '{symbol_name(fn)}' cannot run on the GPU: {exc}",
+                file=position.file if position else "<input>",
+                line=position.line if position else 0,
+                column=position.column if position else 0,
+            ) from None
         fn.attributes[NOT_MAPPED_ATTR] = ir.StringAttr.get(str(exc))
         attach_remarks(fn, [_host_remark(fn, str(exc), warning=True)])
     finally:

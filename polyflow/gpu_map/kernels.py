@@ -94,20 +94,26 @@ class KernelFormation:
         return bool(self.bands) or self.single_thread > 0
 
 
-def form_kernels(fn: ir.Operation, *, whole: bool = False) -> KernelFormation:
+def form_kernels(
+    fn: ir.Operation, *, whole: bool = False, host_calls: frozenset[str] = frozenset()
+) -> KernelFormation:
     """Split `fn` (a scheduled affine function) into host code and kernels (module docstring);
     returns what was formed. A function without parallel loops is left unchanged unless
-    `whole`. Raises `NotMappable` (with `fn` unchanged) where the split is impossible."""
+    `whole`. Calls of `host_calls` (functions that are themselves split, with `whole`) stay on
+    the host. Raises `NotMappable` (with `fn` unchanged) where the split is impossible."""
+    with fn.location:  # what the builders create without a location of their own
+        return _form_kernels(fn, whole, host_calls)
+
+
+def _form_kernels(fn: ir.Operation, whole: bool, host_calls: frozenset[str]) -> KernelFormation:
     body = fn.regions[0].blocks[0]
     formed = KernelFormation()
-    if not _contains_marked(fn):
-        if not whole:
-            return formed
-        _single_thread_kernel(_body_ops(body))
-        formed.single_thread = 1
+    marked = _contains_marked(fn)
+    if not marked and not whole:
         return formed
-    _check_host_control(fn)
-    _place_block(body, formed)
+    if marked:
+        _check_host_control(fn)
+    _place_block(body, formed, host_calls)
     return formed
 
 
@@ -137,8 +143,14 @@ def _contains_marked(op: ir.Operation) -> bool:
     )
 
 
-def _touches_memory(op: ir.Operation) -> bool:
-    return any(inner.name in _MEMORY_OPS for inner in _walk(op))
+def _touches_memory(op: ir.Operation, host_calls: frozenset[str] = frozenset()) -> bool:
+    return any(
+        inner.name in _MEMORY_OPS and not _host_call(inner, host_calls) for inner in _walk(op)
+    )
+
+
+def _host_call(op: ir.Operation, host_calls: frozenset[str]) -> bool:
+    return op.name == "func.call" and str(op.attributes["callee"]).lstrip("@").strip('"') in host_calls
 
 
 def _defined_in(value: ir.Value, ops: list[ir.Operation]) -> bool:
@@ -188,11 +200,12 @@ def _loaded(value: ir.Value, depth: int = 0) -> bool:
     return any(_loaded(operand, depth + 1) for operand in op.operands)
 
 
-def _place_block(block: ir.Block, formed: KernelFormation) -> None:
+def _place_block(block: ir.Block, formed: KernelFormation, host_calls: frozenset[str]) -> None:
     """Place the ops of `block` on the host or in kernels (module docstring)."""
     pending: list[ir.Operation] = []  # the next single-thread kernel's ops
     for op in _body_ops(block):
         marked = op.name == "affine.for" and PARALLEL_LOOP_ATTR in op.attributes
+        fed = any(_defined_in(v, pending) for v in op.operands)
         if marked:
             _flush(pending, formed)
             formed.bands.append(_band_kernel(op))
@@ -200,10 +213,12 @@ def _place_block(block: ir.Block, formed: KernelFormation) -> None:
             _flush(pending, formed)
             for region in op.regions:
                 for inner in region.blocks:
-                    _place_block(inner, formed)
-        elif op.name in _HOST_ANYWAY and not any(_defined_in(v, pending) for v in op.operands):
+                    _place_block(inner, formed, host_calls)
+        elif op.name in _HOST_ANYWAY and not fed:
             continue
-        elif _touches_memory(op) or any(_defined_in(v, pending) for v in op.operands):
+        elif _touches_memory(op, host_calls) or fed:
+            if fed and _touches_memory(op) and not _touches_memory(op, host_calls):
+                raise NotMappable("a function is called with a value read from GPU memory")
             pending.append(op)
     _flush(pending, formed)
 

@@ -20,6 +20,8 @@ from pathlib import Path
 from mlir import ir
 from mlir.passmanager import PassManager
 
+from polyflow.ir.functions import source_names
+from polyflow.ir.names import symbol_name
 from polyflow.ir.remarks import remark_at
 from polyflow.options import Options
 from polyflow.report import Remark
@@ -60,6 +62,7 @@ class PtxResult:
     ptxas_error: str | None = None
     # where each module's kernel is launched (the loop it was made from)
     locations: dict[str, ir.Location] = field(default_factory=dict)
+    functions: dict[str, str] = field(default_factory=dict)  # ... and from which C function
 
     def text(self) -> str:
         """All PTX, module after module, each under a comment naming it."""
@@ -125,10 +128,18 @@ def kernels_to_ptx(module: ir.Module, options: Options) -> PtxResult:
         if not result.kernels:
             return result
 
+        names = source_names(module)
+
         def locate(op: ir.Operation) -> ir.WalkResult:
             if op.name == "gpu.launch_func":
                 target = str(op.attributes["kernel"]).partition("::")[0].lstrip("@").strip('"')
                 result.locations.setdefault(target, op.location)
+                parent = op.parent
+                while parent is not None and parent.operation.name != "func.func":
+                    parent = parent.parent
+                if parent is not None:
+                    symbol = symbol_name(parent.operation)
+                    result.functions.setdefault(target, names.get(symbol, symbol))
             return ir.WalkResult.ADVANCE
 
         module.operation.walk(locate)
@@ -260,6 +271,7 @@ def gpu_resource_remarks(result: PtxResult, options: Options) -> list[Remark]:
                 f"{used.shared_bytes} bytes shared memory, {used.stack_bytes} bytes stack"
                 f"{spills}",
                 {"kernel": name, **asdict(used)},
+                function=result.functions.get(name),
             )
         )
     return out

@@ -1,0 +1,359 @@
+"""The GPU mapping (polyflow/gpu_map), the CUDA lowering (lowering/ptx.py) and the CPU emulation:
+kernel formation and launches on small IR, PTX accepted by ptxas, every kernel run on the CPU
+against the CPU build (and gcc, in test_differential.py), and barriers honoured (a dropped
+barrier must change the result)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mlir import ir
+from mlir.passmanager import PassManager
+
+import polyflow
+from polyflow import Options
+from polyflow.drivers.gpu_launch import CpuLauncher, HostProgram
+from polyflow.gpu_map.emulate import emulate_kernels
+from polyflow.gpu_map.kernels import NotMappable, form_kernels
+from polyflow.gpu_map.launch import block_shape
+from polyflow.ir.contexts import new_context
+from polyflow.ir.names import PARALLEL_LOOP_ATTR
+from polyflow.lowering.ptx import assembly_of, parse_ptxas_report
+
+CUDA = {"target": "cuda"}
+
+GEMM = """
+void gemm(int ni, int nj, int nk, double alpha, double beta,
+          double C[ni][nj], double A[ni][nk], double B[nk][nj]) {
+  for (int i = 0; i < ni; i++) {
+    for (int j = 0; j < nj; j++) C[i][j] *= beta;
+    for (int k = 0; k < nk; k++)
+      for (int j = 0; j < nj; j++)
+        C[i][j] += alpha * A[i][k] * B[k][j];
+  }
+}
+"""
+
+JACOBI = """
+void jacobi(int steps, int n, double A[n][n], double B[n][n]) {
+  for (int t = 0; t < steps; t++) {
+    for (int i = 1; i < n - 1; i++)
+      for (int j = 1; j < n - 1; j++)
+        B[i][j] = 0.2 * (A[i][j] + A[i][j-1] + A[i][j+1] + A[i-1][j] + A[i+1][j]);
+    for (int i = 1; i < n - 1; i++)
+      for (int j = 1; j < n - 1; j++)
+        A[i][j] = 0.2 * (B[i][j] + B[i][j-1] + B[i][j+1] + B[i-1][j] + B[i+1][j]);
+  }
+}
+"""
+
+PREFIX_SUM = """
+void prefix(int n, double *x) {
+  for (int i = 1; i < n; i++) x[i] += x[i - 1];
+}
+"""
+
+
+def _gpu_remarks(fn: object) -> list[str]:
+    return [r.text() for r in fn.report.remarks if r.stage == "gpu"]  # type: ignore[attr-defined]
+
+
+# --- kernel formation and launches on IR ------------------------------------------------------
+
+
+def _parsed(text: str) -> tuple[ir.Context, ir.Module]:
+    context = new_context()
+    return context, ir.Module.parse(text, context)
+
+
+BAND = f"""
+func.func @f(%A: memref<64x48xf32>, %n: index) {{
+  affine.for %i = 0 to 64 {{
+    affine.for %j = 0 to 48 {{
+      %v = affine.load %A[%i, %j] : memref<64x48xf32>
+      %w = arith.addf %v, %v : f32
+      affine.store %w, %A[%i, %j] : memref<64x48xf32>
+    }} {{{PARALLEL_LOOP_ATTR}}}
+  }} {{{PARALLEL_LOOP_ATTR}}}
+  return
+}}
+"""
+
+
+def test_a_parallel_band_becomes_nested_parallel_loops_contiguous_one_innermost() -> None:
+    context, module = _parsed(BAND.replace("%A[%i, %j]", "%A[%j, %i]").replace("64x48", "48x64"))
+    with context:
+        fn = module.body.operations[0].operation
+        formed = form_kernels(fn)
+        module.operation.verify()
+        text = str(module)
+    assert len(formed.bands) == 1 and formed.single_thread == 0
+    # A[j][i]: i walks memory contiguously, so i's loop is moved innermost (threadIdx.x)
+    outer, inner = text.index("affine.parallel (%arg2) = (0) to (48)"), text.index(
+        "affine.parallel (%arg3) = (0) to (64)"
+    )
+    assert outer < inner, text
+
+
+def test_memory_work_outside_parallel_loops_goes_to_a_single_thread_kernel() -> None:
+    text = BAND.replace(
+        "  return\n",
+        "  %c0 = arith.constant 0 : index\n"
+        "  %x = affine.load %A[0, 0] : memref<64x48xf32>\n"
+        "  affine.store %x, %A[1, 1] : memref<64x48xf32>\n  return\n",
+    )
+    context, module = _parsed(text)
+    with context:
+        formed = form_kernels(module.body.operations[0].operation)
+        module.operation.verify()
+        printed = str(module)
+    assert len(formed.bands) == 1 and formed.single_thread == 1
+    assert "affine.parallel (%arg2) = (0) to (1)" in printed
+
+
+def test_a_host_loop_bound_read_from_memory_is_not_mappable() -> None:
+    text = f"""
+func.func @f(%A: memref<64xindex>, %B: memref<64x64xf32>) {{
+  %n = affine.load %A[0] : memref<64xindex>
+  affine.for %t = 0 to %n {{
+    affine.for %i = 0 to 64 {{
+      %v = affine.load %B[%t, %i] : memref<64x64xf32>
+      affine.store %v, %B[%t, %i] : memref<64x64xf32>
+    }} {{{PARALLEL_LOOP_ATTR}}}
+  }}
+  return
+}}
+"""
+    context, module = _parsed(text)
+    with context, pytest.raises(NotMappable, match="read from memory"):
+        form_kernels(module.body.operations[0].operation)
+
+
+def test_block_shapes_follow_the_band_depth_and_small_loops() -> None:
+    assert block_shape(1, [None], None) == [256]
+    assert block_shape(2, [None, None], None) == [32, 8]
+    assert block_shape(3, [None, None, None], None) == [32, 4, 2]
+    assert block_shape(2, [10, None], None) == [10, 8]  # a 10-iteration loop: 10 threads
+    assert block_shape(2, [None, None], (64, 4)) == [64, 4]
+    assert block_shape(2, [None, None], (64,)) == [64, 1]
+
+
+def test_gpu_options_are_checked() -> None:
+    with pytest.raises(ValueError, match="at most 1024"):
+        Options(block=(64, 32))
+    with pytest.raises(ValueError, match="unknown GPU architecture"):
+        Options(gpu_arch="sm_12")
+    assert Options(gpu_arch="sm_80", block=(16, 16)).block == (16, 16)
+
+
+# --- PTX ------------------------------------------------------------------------------------
+
+
+def test_ptx_strings_are_unescaped_from_the_gpu_binary() -> None:
+    printed = 'assembly = "//\\0A.version 7.8\\0A.entry k(\\22x\\22) \\\\ end"'
+    assert assembly_of(printed) == '//\n.version 7.8\n.entry k("x") \\ end'
+
+
+def test_ptxas_reports_are_read_per_kernel() -> None:
+    report = (
+        "ptxas info    : Compiling entry function 'k0' for 'sm_90'\n"
+        "ptxas info    : Function properties for k0\n"
+        "    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
+        "ptxas info    : Used 40 registers, used 1 barriers, 2048 bytes smem, 400 bytes cmem[0]\n"
+    )
+    used = parse_ptxas_report(report)["k0"]
+    assert (used.registers, used.shared_bytes, used.stack_bytes, used.spill_stores) == (
+        40,
+        2048,
+        8,
+        4,
+    )
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="needs the CUDA toolkit's ptxas")
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
+def test_kernels_become_ptx_that_ptxas_accepts(arch: str) -> None:
+    fn = polyflow.compile_c(GEMM, "gemm", target="cuda", options={"gpu_arch": arch})
+    assert f".target {arch}" in fn.ptx
+    said = _gpu_remarks(fn)
+    assert any("kernel: loops mapped to blocks × threads" in s and "block 32×8" in s for s in said), said
+    resources = [r for r in fn.report.remarks if r.kind == "gpu-resources"]
+    assert resources and all(r.data["registers"] > 0 for r in resources), said
+    assert not [r for r in fn.report.remarks if r.kind == "ptxas-error"]
+
+
+def test_the_command_line_writes_the_gpu_dialect_and_ptx(tmp_path: Path) -> None:
+    source = tmp_path / "jacobi.c"
+    source.write_text(JACOBI)
+    run = [sys.executable, "-m", "polyflow", "build", str(source), "--target=cuda"]
+    gpu = subprocess.run([*run, "--emit=gpu", "-o", "-"], capture_output=True, text=True)
+    assert gpu.returncode == 0, gpu.stderr
+    assert gpu.stdout.count("gpu.launch_func") == 2 and "gpu.func" in gpu.stdout
+    ptx = subprocess.run(
+        [*run, "--emit=ptx", "--block", "16,16", "--report", "-o", str(tmp_path / "k.ptx")],
+        capture_output=True,
+        text=True,
+    )
+    assert ptx.returncode == 0, ptx.stderr
+    assert ".visible .entry" in (tmp_path / "k.ptx").read_text()
+    assert "block 16×16" in ptx.stdout + ptx.stderr
+    wrong = subprocess.run([*run, "--gpu-arch", "sm_1", "--emit=ptx"], capture_output=True, text=True)
+    assert wrong.returncode != 0 and "unknown GPU architecture" in wrong.stderr
+
+
+def test_a_cpu_build_has_no_gpu_stage(tmp_path: Path) -> None:
+    source = tmp_path / "k.c"
+    source.write_text(GEMM)
+    with pytest.raises(polyflow.CompileError, match="--target=cuda"):
+        polyflow.build_program(source, tmp_path / "k.mlir", emit="gpu")
+
+
+# --- running the kernels: the CPU emulation --------------------------------------------------
+
+
+def test_compile_c_for_cuda_runs_emulated_like_the_cpu_build() -> None:
+    rng = np.random.default_rng(3)
+    gpu = polyflow.compile_c(GEMM, "gemm", target="cuda")
+    cpu = polyflow.compile_c(GEMM, "gemm")
+    for ni, nj, nk in ((37, 45, 29), (1, 1, 1), (40, 33, 0)):
+        A, B = rng.random((ni, nk)), rng.random((nk, nj))
+        C = rng.random((ni, nj))
+        expected = C.copy()
+        cpu(ni, nj, nk, 1.5, 0.5, expected, A, B)
+        gpu.emulate(ni, nj, nk, 1.5, 0.5, C, A, B)
+        # strict floating point: each thread sums its element in C's order, bit for bit
+        assert np.array_equal(C, expected)
+
+
+def test_a_time_loop_launches_two_kernels_per_step() -> None:
+    rng = np.random.default_rng(4)
+    gpu = polyflow.compile_c(JACOBI, "jacobi", target="cuda")
+    n = 37
+    A, B = rng.random((n, n)), rng.random((n, n))
+    A2, B2 = A.copy(), B.copy()
+    polyflow.compile_c(JACOBI, "jacobi")(6, n, A2, B2)
+    gpu.emulate(6, n, A, B)
+    assert np.array_equal(A, A2) and np.array_equal(B, B2)
+    assert gpu._cpu is not None and gpu._cpu.launches == 12
+
+
+def test_a_sequential_function_runs_on_one_gpu_thread() -> None:
+    gpu = polyflow.compile_c(PREFIX_SUM, "prefix", target="cuda")
+    x = np.arange(10, dtype=np.float64)
+    gpu.emulate(10, x)
+    assert np.array_equal(x, np.cumsum(np.arange(10, dtype=np.float64)))
+    assert any("one GPU thread" in s for s in _gpu_remarks(gpu))
+
+
+def test_a_gpu_call_without_a_gpu_says_so() -> None:
+    gpu = polyflow.compile_c(PREFIX_SUM, "prefix", target="cuda")
+    try:
+        import cupy  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError:
+        with pytest.raises(polyflow.GpuUnavailable, match=r"no CUDA device.*emulate"):
+            gpu(10, np.zeros(10))
+
+
+def test_block_and_grid_options_change_the_launch_not_the_result() -> None:
+    rng = np.random.default_rng(5)
+    A, B = rng.random((23, 19)), rng.random((19, 31))
+    results = []
+    for options in ({}, {"block": (8, 4)}, {"block": (4,), "grid": (2, 1)}, {"grid": (1, 1)}):
+        gpu = polyflow.compile_c(GEMM, "gemm", target="cuda", options=options)
+        C = np.ones((23, 31))
+        gpu.emulate(23, 31, 19, 1.0, 2.0, C, A, B)
+        results.append(C)
+    for other in results[1:]:
+        assert np.array_equal(results[0], other)
+
+
+# --- barriers in the emulation ---------------------------------------------------------------
+
+ROTATE = """
+module attributes {gpu.container_module} {
+  gpu.module @rot {
+    gpu.func @rot(%A: memref<64xf32>, %B: memref<64xf32>) kernel {
+      %t = gpu.thread_id x
+      %n = gpu.block_dim x
+      %c1 = arith.constant 1 : index
+      %v = arith.index_cast %t : index to i32
+      %f = arith.sitofp %v : i32 to f32
+      memref.store %f, %A[%t] : memref<64xf32>
+      gpu.barrier
+      %t2 = gpu.thread_id x
+      %next = arith.addi %t2, %c1 : index
+      %wrapped = arith.remui %next, %n : index
+      %w = memref.load %A[%wrapped] : memref<64xf32>
+      memref.store %w, %B[%t2] : memref<64xf32>
+      gpu.return
+    }
+  }
+  func.func @rotate(%A: memref<64xf32>, %B: memref<64xf32>) {
+    %c1 = arith.constant 1 : index
+    %c64 = arith.constant 64 : index
+    gpu.launch_func @rot::@rot blocks in (%c1, %c1, %c1) threads in (%c64, %c1, %c1) args(%A : memref<64xf32>, %B : memref<64xf32>)
+    return
+  }
+  func.func @__polyflow_rotate(%a: !llvm.ptr, %b: !llvm.ptr) {
+    %0 = llvm.mlir.undef : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>
+    %1 = llvm.insertvalue %a, %0[0] : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>
+    %2 = llvm.insertvalue %a, %1[1] : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>
+    %c0 = arith.constant 0 : i64
+    %c1 = arith.constant 1 : i64
+    %c64 = arith.constant 64 : i64
+    %3 = llvm.insertvalue %c0, %2[2] : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>
+    %4 = llvm.insertvalue %c64, %3[3, 0] : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>
+    %5 = llvm.insertvalue %c1, %4[4, 0] : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>
+    %A = builtin.unrealized_conversion_cast %5 : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)> to memref<64xf32>
+    %6 = llvm.insertvalue %b, %0[0] : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>
+    %7 = llvm.insertvalue %b, %6[1] : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>
+    %8 = llvm.insertvalue %c0, %7[2] : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>
+    %9 = llvm.insertvalue %c64, %8[3, 0] : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>
+    %10 = llvm.insertvalue %c1, %9[4, 0] : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>
+    %B = builtin.unrealized_conversion_cast %10 : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)> to memref<64xf32>
+    func.call @rotate(%A, %B) : (memref<64xf32>, memref<64xf32>) -> ()
+    return
+  }
+}
+"""
+
+
+def _rotate(text: str) -> np.ndarray:
+    A = np.zeros(64, dtype=np.float32)
+    B = np.zeros(64, dtype=np.float32)
+    HostProgram(text).run(
+        "__polyflow_rotate", [int(A.ctypes.data), int(B.ctypes.data)], CpuLauncher(text)
+    )
+    return B
+
+
+def test_the_emulation_honours_a_barrier_and_a_dropped_one_shows() -> None:
+    expected = np.roll(np.arange(64, dtype=np.float32), -1)
+    assert np.array_equal(_rotate(ROTATE), expected)
+    # without the barrier, thread t reads A[t + 1] before thread t + 1 wrote it
+    dropped = _rotate(ROTATE.replace("      gpu.barrier\n", ""))
+    assert not np.array_equal(dropped, expected)
+
+
+def test_a_value_carried_across_a_barrier_is_refused() -> None:
+    from polyflow.gpu_map.emulate import NotEmulatable
+
+    # %f, computed by each thread before the barrier, is used after it
+    carried = ROTATE.replace("memref.store %w, %B[%t2]", "memref.store %f, %B[%t2]")
+    context, module = _parsed(carried)
+    with context, pytest.raises(NotEmulatable, match="before a barrier is used after it"):
+        emulate_kernels(module)
+
+
+def test_emulated_kernels_lower_to_plain_cpu_code() -> None:
+    context, module = _parsed(ROTATE)
+    with context:
+        assert emulate_kernels(module) == 1
+        PassManager.parse("builtin.module(convert-scf-to-cf)").run(module.operation)
+        text = str(module)
+    assert "gpu." not in text and "call @__polyflow_gpu_rot(" in text
