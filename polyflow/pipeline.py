@@ -13,14 +13,14 @@ from polyflow import gpu_map as _gpu_mapping
 from polyflow import raising as _raising
 from polyflow import schedule as _scheduling
 from polyflow.gpu_map.emulate import emulate_kernels
-from polyflow.ir.remarks import take_remarks
+from polyflow.ir.remarks import attach_remarks, take_remarks
 from polyflow.lowering.llvm_dialect import lower_to_llvm_dialect
 from polyflow.lowering.llvm_ir import (
     optimize_llvm_ir,
     translate_to_llvm_ir,
     with_compile_directory,
 )
-from polyflow.lowering.ptx import outline_kernels
+from polyflow.lowering.ptx import gpu_resource_remarks, kernels_to_ptx, outline_kernels
 from polyflow.options import Options
 from polyflow.report import CompileReport, Remark, ReportViews
 from polyflow.toolchain import openmp_library_dir
@@ -53,19 +53,26 @@ def _map_to_gpu(module: ir.Module, options: Options) -> ir.Module:
 
 
 def _lower_to_llvm(module: ir.Module, options: Options) -> ir.Module:
-    if options.target == "cuda":  # only with gpu_emulate (check_stages): kernels run here
+    gpu_host = False
+    if options.target == "cuda" and options.gpu_emulate:  # the kernels run on this CPU
         emulate_kernels(module)
+    elif options.target == "cuda":  # PTX embedded, launched through the CUDA runtime
+        made = kernels_to_ptx(module, options)
+        with module.context:  # the functions become llvm.func: the module keeps these
+            attach_remarks(module.operation, gpu_resource_remarks(made, options))
+        gpu_host = bool(made.ptx)
     return lower_to_llvm_dialect(
         module,
         threads=options.threads,
         fast_math=options.fast_math,
         line_tables=options.debug_info,
+        gpu_host=gpu_host,
     )
 
 
 # MLIR → MLIR stages after the frontend, in order: raising, the polyhedral stage (rescheduling
-# and parallelization, -O3 only), for target "cuda" the GPU mapping, lowering (for "cuda", of
-# the kernels emulated on the CPU; PTX is made from the `gpu` stage by `lowering.ptx`).
+# and parallelization, -O3 only), for target "cuda" the GPU mapping, lowering (for "cuda": the
+# kernels to PTX embedded in the host code, or with gpu_emulate to CPU loops).
 MODULE_STAGES: list[ModuleStage] = [
     ("affine", lambda module, options: _raising.raise_to_affine(module, options)),
     ("affine-opt", _optimize_affine),
@@ -81,19 +88,9 @@ def module_stages(options: Options) -> list[ModuleStage]:
 
 
 def check_stages(options: Options, stop_after: str) -> None:
-    """Refuse (ValueError) a stop the target does not have: `gpu` without "cuda"; a CUDA build's
-    CPU lowering without `gpu_emulate` (its kernels become PTX, `lowering.ptx`)."""
+    """Refuse (ValueError) a stop the target does not have: `gpu` without "cuda"."""
     if options.target != "cuda" and stop_after == "gpu":
         raise ValueError("the 'gpu' stage exists for target 'cuda' only")
-    if (
-        options.target == "cuda"
-        and not options.gpu_emulate
-        and STAGE_NAMES.index(stop_after) > STAGE_NAMES.index("gpu")
-    ):
-        raise ValueError(
-            "a CUDA build's kernels become PTX; to run them on the CPU, build with gpu_emulate "
-            "(--gpu-emulate)"
-        )
 
 
 def stage_text(module: ir.Module, options: Options) -> str:

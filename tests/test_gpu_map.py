@@ -94,8 +94,9 @@ def test_a_parallel_band_becomes_nested_parallel_loops_contiguous_one_innermost(
         text = str(module)
     assert len(formed.bands) == 1 and formed.single_thread == 0
     # A[j][i]: i walks memory contiguously, so i's loop is moved innermost (threadIdx.x)
-    outer, inner = text.index("affine.parallel (%arg2) = (0) to (48)"), text.index(
-        "affine.parallel (%arg3) = (0) to (64)"
+    outer, inner = (
+        text.index("affine.parallel (%arg2) = (0) to (48)"),
+        text.index("affine.parallel (%arg3) = (0) to (64)"),
     )
     assert outer < inner, text
 
@@ -181,7 +182,9 @@ def test_kernels_become_ptx_that_ptxas_accepts(arch: str) -> None:
     fn = polyflow.compile_c(GEMM, "gemm", target="cuda", options={"gpu_arch": arch})
     assert f".target {arch}" in fn.ptx
     said = _gpu_remarks(fn)
-    assert any("kernel: loops mapped to blocks × threads" in s and "block 32×8" in s for s in said), said
+    assert any(
+        "kernel: loops mapped to blocks × threads" in s and "block 32×8" in s for s in said
+    ), said
     resources = [r for r in fn.report.remarks if r.kind == "gpu-resources"]
     assert resources and all(r.data["registers"] > 0 for r in resources), said
     assert not [r for r in fn.report.remarks if r.kind == "ptxas-error"]
@@ -202,7 +205,9 @@ def test_the_command_line_writes_the_gpu_dialect_and_ptx(tmp_path: Path) -> None
     assert ptx.returncode == 0, ptx.stderr
     assert ".visible .entry" in (tmp_path / "k.ptx").read_text()
     assert "block 16×16" in ptx.stdout + ptx.stderr
-    wrong = subprocess.run([*run, "--gpu-arch", "sm_1", "--emit=ptx"], capture_output=True, text=True)
+    wrong = subprocess.run(
+        [*run, "--gpu-arch", "sm_1", "--emit=ptx"], capture_output=True, text=True
+    )
     assert wrong.returncode != 0 and "unknown GPU architecture" in wrong.stderr
 
 
@@ -357,3 +362,73 @@ def test_emulated_kernels_lower_to_plain_cpu_code() -> None:
         PassManager.parse("builtin.module(convert-scf-to-cf)").run(module.operation)
         text = str(module)
     assert "gpu." not in text and "call @__polyflow_gpu_rot(" in text
+
+
+# --- whole programs ---------------------------------------------------------------------------
+
+PROGRAM = """
+#include <stdio.h>
+#define N 50
+void kernel_scale(int n, double a[N][N], double b[N][N]) {
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++)
+      b[i][j] = 2.0 * a[i][j] + 1.0;
+}
+int main(void) {
+  static double a[N][N], b[N][N];
+  for (int i = 0; i < N; i++)
+    for (int j = 0; j < N; j++) a[i][j] = i * 0.5 + j;
+  kernel_scale(N, a, b);
+  double s = 0;
+  for (int i = 0; i < N; i++)
+    for (int j = 0; j < N; j++) s += b[i][j];
+  printf("%.6f\\n", s);
+  return 0;
+}
+"""
+
+
+def _has_gpu() -> bool:
+    probe = (
+        subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+        if shutil.which("nvidia-smi")
+        else None
+    )
+    return probe is not None and probe.returncode == 0 and "GPU" in probe.stdout
+
+
+def test_a_whole_program_for_cuda_copies_its_arrays_and_launches_through_the_runtime(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "scale.c"
+    source.write_text(PROGRAM)
+    exe = tmp_path / "scale"
+    report = polyflow.build_program(source, exe, options=Options(opt_level=3, target="cuda"))
+    kinds = [r.kind for r in report.report.remarks if r.stage == "gpu"]
+    assert "gpu-kernel" in kinds and "gpu-resources" in kinds, kinds
+    symbols = subprocess.run(["nm", str(exe)], capture_output=True, text=True).stdout
+    assert "mgpuLaunchKernel" in symbols and "mgpuMemcpy" in symbols
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    if _has_gpu():
+        assert run.returncode == 0 and run.stdout == "186250.000000\n", run.stderr
+    else:  # one clear line at start, before main prints anything
+        assert run.returncode == 1 and run.stdout == ""
+        assert run.stderr.count("\n") == 1
+        assert run.stderr.startswith("polyflow: this program runs its loops on a CUDA GPU: no CUDA")
+
+
+def test_the_emulated_whole_program_copies_arrays_like_the_gpu_build(tmp_path: Path) -> None:
+    source = tmp_path / "scale.c"
+    source.write_text(PROGRAM)
+    exe = tmp_path / "scale"
+    polyflow.build_program(
+        source, exe, options=Options(opt_level=3, target="cuda", gpu_emulate=True)
+    )
+    gpu_stage = tmp_path / "scale.mlir"
+    polyflow.build_program(
+        source, gpu_stage, options=Options(opt_level=3, target="cuda"), emit="gpu"
+    )
+    text = gpu_stage.read_text()
+    assert text.count("gpu.memcpy") == 3  # a and b in, b (written) out
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout == "186250.000000\n"

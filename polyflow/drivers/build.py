@@ -336,6 +336,8 @@ def build_program(
             report.timings["cc+link"] = time.perf_counter() - start
             return report
         runtime = openmp_link_flags(filename) if report.parallel else []
+        if objects and kernels is not None and kernels.cuda:
+            runtime += [str(_cuda_runtime_object(Path(tmp), options, filename)), "-ldl"]
         _run_cc(
             [options.cc, "-o", str(output), str(rest), *objects, *link_flags, "-lm", *runtime],
             "linking",
@@ -343,6 +345,19 @@ def build_program(
         )
     report.timings["cc+link"] = time.perf_counter() - start
     return report
+
+
+def _cuda_runtime_object(directory: Path, options: Options, filename: str) -> Path:
+    """The CUDA runtime (drivers/cuda_runtime.c: the `mgpu*` calls of the host code, on the
+    CUDA driver opened at start) compiled by cc into `directory`."""
+    source = Path(__file__).with_name("cuda_runtime.c")
+    output = directory / "polyflow_cuda_runtime.o"
+    _run_cc(
+        [options.cc, "-c", "-O2", "-fPIC", "-o", str(output), str(source)],
+        "compiling the CUDA runtime for",
+        filename,
+    )
+    return output
 
 
 def _write_assembly(

@@ -67,6 +67,8 @@ class Compiled(ReportViews):
     # `ptx`: the PTX of each GPU module (one kernel each) and what ptxas said it uses
     ptx: dict[str, str] = field(default_factory=dict)
     gpu_resources: dict[str, dict[str, int]] = field(default_factory=dict)
+    # `object`: whether the code launches GPU kernels (link drivers/cuda_runtime.c)
+    cuda: bool = False
 
 
 def check_target(options: Options, filename: str = "<input>") -> None:
@@ -104,12 +106,8 @@ def compile_module(
     kernels_only = options.target == "cuda" and not options.gpu_emulate
     if produce == "ptx" and not kernels_only:
         raise ValueError("produce='ptx' needs target 'cuda' without gpu_emulate")
-    if kernels_only and produce in ("object", "jit"):
-        raise CompileError(
-            "a CUDA build makes the kernels' PTX (--emit=ptx, or --emit=gpu for the GPU "
-            "dialect); whole programs for the GPU are not built yet: --gpu-emulate runs the "
-            "kernels on the CPU"
-        )
+    if kernels_only and produce == "jit":
+        raise ValueError("a CUDA build runs from Python through produce='ptx' (CudaFunction)")
     if produce == "ir":
         return _from_pipeline(
             run_pipeline(module, options, stop_after=stop_after, keep=keep, after_stage=after_stage)
@@ -172,6 +170,7 @@ def _object(
             parallel_functions=sorted({n for text in forking for n in openmp_functions(text)}),
             report=built.report,
             cacheable=built.cacheable,
+            cuda=any("@mgpuModuleLoad" in text for text in built.llvm_ir),
         )
     compiled = _from_pipeline(
         run_pipeline(module, options, stop_after="llvm", keep=keep, after_stage=after_stage)
@@ -185,6 +184,7 @@ def _object(
     compiled.timings["llc"] = time.perf_counter() - start
     compiled.openmp = uses_openmp(llvm_ir)
     compiled.parallel_functions = openmp_functions(llvm_ir) if compiled.openmp else []
+    compiled.cuda = "@mgpuModuleLoad" in llvm_ir
     return compiled
 
 
@@ -234,6 +234,7 @@ def _record(compiled: Compiled, produce: Product) -> dict[str, object]:
         record["object"] = base64.b64encode(compiled.object).decode()
         record["openmp"] = compiled.openmp
         record["parallel_functions"] = compiled.parallel_functions
+        record["cuda"] = compiled.cuda
     return record
 
 
@@ -254,5 +255,6 @@ def _from_record(stored: dict[str, object], produce: Product) -> Compiled | None
     else:
         compiled.object = base64.b64decode(str(stored["object"]))
         compiled.openmp = bool(stored["openmp"])
+        compiled.cuda = bool(stored.get("cuda", False))
         compiled.parallel_functions = list(stored["parallel_functions"])  # type: ignore[call-overload]
     return compiled

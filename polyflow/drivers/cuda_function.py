@@ -151,7 +151,9 @@ def _device_pointer(
             )
         for k, (dim, extent) in enumerate(zip(ptype.dims, arg.shape, strict=True)):
             expected = _eval_dim(dim, scalars)
-            if expected is not None and ((k == 0 and extent < expected) or (k > 0 and extent != expected)):
+            if expected is not None and (
+                (k == 0 and extent < expected) or (k > 0 and extent != expected)
+            ):
                 raise TypeError(
                     f"argument '{pname}' of {fname}() must have shape {ptype} (dimension {k} = "
                     f"{expected}), got {arg.shape}"

@@ -203,7 +203,11 @@ class HostProgram:
         if name == "arith.constant":
             attr = op.attributes["value"]
             if isinstance(attr, ir.IntegerAttr):
-                out = [_wrap(attr.value, _bits(op.results[0].type)) if not isinstance(op.results[0].type, ir.IndexType) else attr.value]
+                out = [
+                    _wrap(attr.value, _bits(op.results[0].type))
+                    if not isinstance(op.results[0].type, ir.IndexType)
+                    else attr.value
+                ]
             elif isinstance(attr, ir.FloatAttr):
                 out = [attr.value]
             else:
@@ -228,7 +232,12 @@ class HostProgram:
             out = [float(ins[0])]
         elif name in ("arith.fptosi", "arith.fptoui"):
             out = [int(ins[0])]
-        elif name in ("arith.extf", "arith.truncf", "memref.cast", "builtin.unrealized_conversion_cast"):
+        elif name in (
+            "arith.extf",
+            "arith.truncf",
+            "memref.cast",
+            "builtin.unrealized_conversion_cast",
+        ):
             out = [self._cast(ins[0], op)]
         elif name == "memref.dim":
             out = [ins[0].sizes[ins[1]]]
@@ -285,7 +294,11 @@ class HostProgram:
 
     def _alloc(self, op: ir.Operation, ins: list[Any], launcher: Launcher) -> MemRef:
         t = ir.MemRefType(op.results[0].type)
-        dynamic = iter(v for v, operand in zip(ins, op.operands, strict=True) if isinstance(operand.type, ir.IndexType))
+        dynamic = iter(
+            v
+            for v, operand in zip(ins, op.operands, strict=True)
+            if isinstance(operand.type, ir.IndexType)
+        )
         sizes = tuple(next(dynamic) if ir.ShapedType.is_dynamic_size(s) else s for s in t.shape)
         count = 1
         for size in sizes:

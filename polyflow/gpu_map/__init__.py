@@ -10,7 +10,9 @@ polyhedral stage worked on, on a copy swapped in on success:
    kernels;
 2. `lower-affine` (the launch body is plain SCF, which the GPU and CPU lowerings both read);
 3. `launch.map_launches`: each band → `gpu.launch` with blocks × threads, guards and grid-stride
-   tile loops.
+   tile loops;
+4. for a whole program (not `whole`: the arrays are the host's), `transfers`: GPU copies of the
+   arrays the kernels use, in when the function starts, out before it returns.
 
 A function that cannot be split keeps its code and runs on the host, with a warning saying why
 (`NOT_MAPPED_ATTR`). What each launch maps goes to the report: a `gpu-kernel` remark per
@@ -34,6 +36,7 @@ from polyflow.report import Remark
 
 from .kernels import KernelFormation, NotMappable, form_kernels
 from .launch import LaunchInfo, map_launches
+from .transfers import copy_arrays_to_device
 
 CONTAINER_ATTR = "gpu.container_module"
 
@@ -78,6 +81,8 @@ def _map_function(
             return
         PassManager.parse("func.func(lower-affine)").run(copy)
         launches = map_launches(copy, block=options.block, grid=options.grid)
+        if not whole:  # its arrays are the host's: copies in GPU memory for the kernels
+            copy_arrays_to_device(copy)
         swapped = swap_in(fn, copy)
         if swapped is None:
             raise NotMappable("the mapping changed the function's type")

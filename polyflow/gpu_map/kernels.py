@@ -138,8 +138,7 @@ def _walk(op: ir.Operation) -> Iterator[ir.Operation]:
 
 def _contains_marked(op: ir.Operation) -> bool:
     return any(
-        inner.name == "affine.for" and PARALLEL_LOOP_ATTR in inner.attributes
-        for inner in _walk(op)
+        inner.name == "affine.for" and PARALLEL_LOOP_ATTR in inner.attributes for inner in _walk(op)
     )
 
 
@@ -150,7 +149,9 @@ def _touches_memory(op: ir.Operation, host_calls: frozenset[str] = frozenset()) 
 
 
 def _host_call(op: ir.Operation, host_calls: frozenset[str]) -> bool:
-    return op.name == "func.call" and str(op.attributes["callee"]).lstrip("@").strip('"') in host_calls
+    return (
+        op.name == "func.call" and str(op.attributes["callee"]).lstrip("@").strip('"') in host_calls
+    )
 
 
 def _defined_in(value: ir.Value, ops: list[ir.Operation]) -> bool:
@@ -389,7 +390,9 @@ def _coalescing_order(band: list[ir.Operation]) -> list[int]:
         amap = ir.AffineMapAttr(op.attributes["map"]).value
         if not amap.results:
             continue
-        index_operands = list(op.operands)[2:] if op.name == "affine.store" else list(op.operands)[1:]
+        index_operands = (
+            list(op.operands)[2:] if op.name == "affine.store" else list(op.operands)[1:]
+        )
         last = amap.results[-1]
         for k, iv in enumerate(ivs):
             for pos, operand in enumerate(index_operands[: amap.n_dims]):

@@ -141,7 +141,10 @@ def block_shape(depth: int, trips: Sequence[int | None], block: Sequence[int] | 
     smaller known trip count (at least 1)."""
     wanted = list(block) if block is not None else list(DEFAULT_BLOCKS[depth])
     wanted = ([*wanted, 1, 1, 1])[:depth]
-    return [max(1, min(size, trip)) if trip is not None else size for size, trip in zip(wanted, trips, strict=True)]
+    return [
+        max(1, min(size, trip)) if trip is not None else size
+        for size, trip in zip(wanted, trips, strict=True)
+    ]
 
 
 def _launch(
@@ -279,12 +282,18 @@ def _device_allocations(fn: ir.Operation) -> None:
         if op.name not in ("memref.alloca", "memref.alloc"):
             continue
         result = op.results[0]
-        used = any(_inside(use.owner.operation, launch) for use in result.uses for launch in launches)
+        used = any(
+            _inside(use.owner.operation, launch) for use in result.uses for launch in launches
+        )
         if not used:
             continue
         with ir.InsertionPoint(op), op.location:
             device = gpu.AllocOp(result.type, None, [], list(op.operands), []).memref
-        frees = [use.owner.operation for use in result.uses if use.owner.operation.name == "memref.dealloc"]
+        frees = [
+            use.owner.operation
+            for use in result.uses
+            if use.owner.operation.name == "memref.dealloc"
+        ]
         result.replace_all_uses_with(device)
         stack = op.name == "memref.alloca"
         op.erase()

@@ -32,7 +32,7 @@ def remark_at(
 
 
 def attach_remarks(fn: ir.Operation, remarks: Iterable[Remark]) -> None:
-    """Append `remarks` to those function `fn` carries."""
+    """Append `remarks` to those function `fn` (or a module's operation) carries."""
     texts = [json.dumps(r.to_dict()) for r in remarks]
     if not texts:
         return
@@ -42,7 +42,9 @@ def attach_remarks(fn: ir.Operation, remarks: Iterable[Remark]) -> None:
 
 def take_remarks(module: ir.Module, names: Mapping[str, str] | None = None) -> list[Remark]:
     """The remarks of every function of `module`, in order, with each one's C/TC name (from
-    `names`, the module's `source_names`, when the caller has them); removes them from the IR."""
+    `names`, the module's `source_names`, when the caller has them), then those the module
+    itself holds (a lowering's, once functions are no longer `func.func`); removes them from
+    the IR."""
     out: list[Remark] = []
     with module.context:
         for op in module.body.operations:
@@ -67,4 +69,9 @@ def take_remarks(module: ir.Module, names: Mapping[str, str] | None = None) -> l
                     )
                 out.append(remark)
             del fn.attributes[REMARKS_ATTR]
+        held = module.operation.attributes
+        if REMARKS_ATTR in held:  # what a stage said of the whole module
+            for text in ir.ArrayAttr(held[REMARKS_ATTR]):
+                out.append(Remark.from_dict(json.loads(ir.StringAttr(text).value)))
+            del held[REMARKS_ATTR]
     return out

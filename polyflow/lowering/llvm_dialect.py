@@ -84,13 +84,15 @@ def lower_to_llvm_dialect(
     threads: int | None = None,
     fast_math: bool = False,
     line_tables: bool = False,
+    gpu_host: bool = False,
 ) -> ir.Module:
     """Lower every op to the LLVM dialect in place; the module is then translatable to LLVM IR.
     Parallel loops become OpenMP (`omp` ops, calls into libiomp5 once translated), run by
     `threads` threads (None: as many as the OpenMP runtime decides when the program runs).
     With `fast_math` (-ffast-math) every floating-point op gets LLVM's `fast` flags; with
     `line_tables` (-g) each function gets a debug scope, so its ops' file:line:col locations
-    become the object's line table."""
+    become the object's line table. `gpu_host`: the module launches kernels (`gpu.binary` and
+    `gpu.launch_func`), which become calls of the CUDA runtime (drivers/cuda_runtime.c)."""
     with module.context:
         call_libm_for_inexact_math(module)
         if fast_math:
@@ -108,6 +110,11 @@ def lower_to_llvm_dialect(
             pipeline = LOWER_PARALLEL_TO_LLVM
         else:
             pipeline = LOWER_TO_LLVM
+        if gpu_host:  # launches, GPU allocations and copies → calls of the CUDA runtime
+            # (synchronous gpu.alloc and gpu.memcpy lower only in their async form)
+            pipeline = pipeline.replace(
+                "convert-scf-to-cf,", "convert-scf-to-cf,func.func(gpu-async-region),gpu-to-llvm,", 1
+            )
         if line_tables:
             pipeline += f",{LINE_TABLES}"
         PassManager.parse(f"builtin.module({pipeline})").run(module.operation)
