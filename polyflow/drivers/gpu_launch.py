@@ -500,3 +500,85 @@ def import_cupy() -> Any:
     if count == 0:
         raise GpuUnavailable("no CUDA device; use fn.emulate(...)")
     return cupy
+
+
+class RecordingLauncher:
+    """Records the launches of one run (no kernel runs) as a *launch plan*: each kernel, grid,
+    block and argument, pointers named by the buffer they point into and the byte offset. The
+    caller passes the host program pointers from `buffer_address`; memory the program
+    allocates becomes a scratch buffer of the plan. Host control depends only on sizes (never on
+    array contents), so the plan is what every run with these sizes launches: a runner with
+    CuPy alone replays it (bench_polybench/gpu_runner.py)."""
+
+    # buffers sit this far apart in the fake address space (larger than any array)
+    SPACING = 1 << 40
+
+    def __init__(self, buffers: int) -> None:
+        self.buffers = buffers
+        self.scratch: list[int] = []  # bytes of each scratch buffer, numbered after the given
+        self.launches: list[dict[str, Any]] = []
+
+    @classmethod
+    def buffer_address(cls, index: int) -> int:
+        return (index + 1) * cls.SPACING
+
+    def _pointer(self, address: int) -> dict[str, int]:
+        index = address // self.SPACING - 1
+        if not 0 <= index < self.buffers + len(self.scratch):
+            raise HostInterpretError(
+                f"a kernel argument points outside every buffer ({address:#x})"
+            )
+        return {"buffer": index, "offset": address - self.buffer_address(index)}
+
+    def launch(
+        self,
+        module: str,
+        kernel: str,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        args: list[tuple[str, int | float]],
+    ) -> None:
+        recorded: list[dict[str, Any]] = []
+        for kind, value in args:
+            if kind == "ptr":
+                recorded.append({"kind": "ptr", **self._pointer(int(value))})
+            else:
+                recorded.append({"kind": kind, "value": value})
+        self.launches.append(
+            {
+                "module": module,
+                "kernel": kernel,
+                "grid": list(grid),
+                "block": list(block),
+                "args": recorded,
+            }
+        )
+
+    def alloc(self, nbytes: int) -> tuple[int, Any]:
+        self.scratch.append(nbytes)
+        return self.buffer_address(self.buffers + len(self.scratch) - 1), None
+
+    def synchronize(self) -> None:
+        pass
+
+    def plan(self) -> dict[str, Any]:
+        return {"scratch_bytes": self.scratch, "launches": self.launches}
+
+
+def replay_on_cpu(plan: dict[str, Any], arrays: Sequence[Any], launcher: CpuLauncher) -> None:
+    """Run a launch plan on NumPy `arrays` (the plan's buffers, in order) with the CPU emulation
+    of its kernels: what the GPU runner does with CuPy, checked here."""
+    import numpy as np
+
+    scratch = [np.zeros(max(1, n), dtype=np.uint8) for n in plan["scratch_bytes"]]
+    bases = [int(a.ctypes.data) for a in (*arrays, *scratch)]
+    for launch in plan["launches"]:
+        args: list[tuple[str, int | float]] = [
+            ("ptr", bases[a["buffer"]] + a["offset"])
+            if a["kind"] == "ptr"
+            else (a["kind"], a["value"])
+            for a in launch["args"]
+        ]
+        launcher.launch(
+            launch["module"], launch["kernel"], tuple(launch["grid"]), tuple(launch["block"]), args
+        )  # type: ignore[arg-type]
