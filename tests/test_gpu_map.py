@@ -432,3 +432,13 @@ def test_the_emulated_whole_program_copies_arrays_like_the_gpu_build(tmp_path: P
     assert text.count("gpu.memcpy") == 3  # a and b in, b (written) out
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and run.stdout == "186250.000000\n"
+
+
+def test_the_report_says_why_a_loop_is_not_mapped() -> None:
+    gemm = polyflow.compile_c(GEMM, "gemm", target="cuda")
+    notes = [r for r in gemm.report.remarks if r.kind == "gpu-loop-not-mapped"]
+    assert [r.position.line for r in notes if r.position] == [6]
+    assert "a reduction" in notes[0].message and "C's order" in notes[0].message
+    jacobi = polyflow.compile_c(JACOBI, "jacobi", target="cuda")
+    (host,) = [r for r in jacobi.report.remarks if r.kind == "gpu-loop-not-mapped"]
+    assert "one kernel launch per iteration" in host.message and host.position.line == 3

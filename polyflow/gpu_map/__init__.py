@@ -145,7 +145,19 @@ def _launch_remarks(launches: list[LaunchInfo], formed: KernelFormation) -> list
                 },
             )
         )
-    del formed
+    for location, reason in formed.unmapped:
+        position = source_position(location)
+        where = f"the loop at line {position.line}" if position else "a loop"
+        out.append(
+            remark_at(
+                location,
+                "gpu",
+                "gpu-loop-not-mapped",
+                "note",
+                f"{where}: {reason}",
+                {"reason": reason},
+            )
+        )
     return out
 
 

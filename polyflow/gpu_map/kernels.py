@@ -88,6 +88,8 @@ class KernelFormation:
 
     bands: list[ir.Operation] = field(default_factory=list)
     single_thread: int = 0
+    # loops not mapped to blocks or threads, and why: (location, reason)
+    unmapped: list[tuple[ir.Location, str]] = field(default_factory=list)
 
     @property
     def mapped(self) -> bool:
@@ -209,9 +211,17 @@ def _place_block(block: ir.Block, formed: KernelFormation, host_calls: frozenset
         fed = any(_defined_in(v, pending) for v in op.operands)
         if marked:
             _flush(pending, formed)
-            formed.bands.append(_band_kernel(op))
+            formed.bands.append(_band_kernel(op, formed))
         elif op.name in _HOST_CONTROL and _contains_marked(op):
             _flush(pending, formed)
+            if op.name == "affine.for":
+                formed.unmapped.append(
+                    (
+                        op.location,
+                        "runs on the host, one kernel launch per iteration: "
+                        "it carries a dependence",
+                    )
+                )
             for region in op.regions:
                 for inner in region.blocks:
                     _place_block(inner, formed, host_calls)
@@ -310,16 +320,21 @@ def _parallel_op(
     return op
 
 
-def _band_kernel(loop: ir.Operation) -> ir.Operation:
+def _band_kernel(loop: ir.Operation, formed: KernelFormation) -> ir.Operation:
     """Turn `loop` and the marked loops perfectly nested in it (up to `MAX_BAND`, with bounds
     free of the band's induction variables) into nested `affine.parallel` ops, the one most
-    accesses walk contiguously innermost; returns the outermost."""
+    accesses walk contiguously innermost; returns the outermost. The loops left inside, which
+    each thread runs, go to `formed.unmapped` with the reason."""
     band = [loop]
     while len(band) < MAX_BAND:
         inner = _perfectly_nested_marked(band[-1], band)
         if inner is None:
             break
         band.append(inner)
+    for inner in _walk(band[-1]):
+        if inner.name != "affine.for" or any(inner == b for b in band):
+            continue
+        formed.unmapped.append((inner.location, _why_in_thread(inner, len(band))))
     order = _coalescing_order(band)
     # The band's loops are independent of each other's bounds, so any order is legal: rebuild
     # them outside in, in `order`, around the innermost loop's body.
@@ -358,6 +373,22 @@ def _band_kernel(loop: ir.Operation) -> ir.Operation:
         iv.replace_all_uses_with(new_ivs[index])
     loop.erase()
     return outer
+
+
+def _why_in_thread(loop: ir.Operation, depth: int) -> str:
+    if PARALLEL_LOOP_ATTR in loop.attributes:
+        why = (
+            "the grid and the block have three axes"
+            if depth == MAX_BAND
+            else "it is not perfectly nested in the mapped loops, or its bounds depend on them"
+        )
+        return f"parallel, but runs sequentially in each GPU thread: {why}"
+    if len(loop.results) > 0:
+        return (
+            "a reduction: runs in each GPU thread in C's order (strict floating point; "
+            "no tree reduction across threads yet)"
+        )
+    return "runs sequentially in each GPU thread: it carries a dependence"
 
 
 def _perfectly_nested_marked(loop: ir.Operation, band: list[ir.Operation]) -> ir.Operation | None:
