@@ -687,7 +687,9 @@ def test_header_accessors_are_compiled_as_helpers_of_each_unit(tmp_path: Path) -
     for name, text in (("mat.h", MAT_H), ("sum.c", MAT_SUM_C), ("mul.c", MAT_MUL_C),
                        ("main.c", MAT_MAIN_C)):  # fmt: skip
         (tmp_path / name).write_text(text)
-    subprocess.run(["gcc", "-O2", "main.c", "sum.c", "mul.c", "-o", "ref"], cwd=tmp_path, check=True)
+    subprocess.run(
+        ["gcc", "-O2", "main.c", "sum.c", "mul.c", "-o", "ref"], cwd=tmp_path, check=True
+    )
     for unit in ("sum", "mul"):
         done = subprocess.run(
             [*_cc(), "-O3", "-c", f"{unit}.c", "-o", f"{unit}.o"],
@@ -698,9 +700,12 @@ def test_header_accessors_are_compiled_as_helpers_of_each_unit(tmp_path: Path) -
             ["nm", f"{unit}.o"], cwd=tmp_path, capture_output=True, text=True, check=True
         ).stdout
         assert "__polyflow_mat_get" not in symbols and " T mat_get" not in symbols
-    assert " t __polyflow_mat_mul" in subprocess.run(  # compiled, local to the object
-        ["nm", "mul.o"], cwd=tmp_path, capture_output=True, text=True, check=True
-    ).stdout
+    assert (
+        " t __polyflow_mat_mul"
+        in subprocess.run(  # compiled, local to the object
+            ["nm", "mul.o"], cwd=tmp_path, capture_output=True, text=True, check=True
+        ).stdout
+    )
     libs = subprocess.run(
         [sys.executable, "-m", "polyflow", "config", "--libs"],
         capture_output=True, text=True, check=True,
@@ -709,3 +714,32 @@ def test_header_accessors_are_compiled_as_helpers_of_each_unit(tmp_path: Path) -
         ["gcc", "main.c", "sum.o", "mul.o", "-o", "prog", *libs], cwd=tmp_path, check=True
     )
     assert _run(tmp_path / "prog") == _run(tmp_path / "ref")
+
+
+def test_units_built_for_cuda_link_into_one_program(tmp_path: Path) -> None:
+    """`polyflow cc -c` with POLYFLOW_FLAGS=--target=cuda: each object carries the CUDA runtime
+    (weak symbols: the link keeps one); the program links with plain cc and, without a GPU,
+    stops at start with one line."""
+    unit = "void {name}(int n, double a[200][200]) {{\n  for (int i = 0; i < n; i++)\n    for (int j = 0; j < n; j++) a[i][j] += {k};\n}}\n"
+    (tmp_path / "a.c").write_text(unit.format(name="add_one", k=1))
+    (tmp_path / "b.c").write_text(unit.format(name="add_two", k=2))
+    (tmp_path / "main.c").write_text(
+        "#include <stdio.h>\nvoid add_one(int, double (*)[200]);\nvoid add_two(int, double (*)[200]);\n"
+        "static double a[200][200];\n"
+        'int main(void) { add_one(200, a); add_two(200, a); printf("%g\\n", a[7][9]); return 0; }\n'
+    )
+    env = {**os.environ, "POLYFLOW_FLAGS": "--target=cuda"}
+    for name in ("a", "b"):
+        subprocess.run([*_cc(), "-O3", "-c", f"{name}.c"], cwd=tmp_path, env=env, check=True)
+        symbols = subprocess.run(
+            ["nm", f"{name}.o"], cwd=tmp_path, capture_output=True, text=True
+        ).stdout
+        assert " W mgpuLaunchKernel" in symbols
+    subprocess.run(["cc", "-o", "prog", "main.c", "a.o", "b.o"], cwd=tmp_path, check=True)
+    run = subprocess.run([str(tmp_path / "prog")], capture_output=True, text=True)
+    if run.returncode == 0:  # a machine with a GPU
+        assert run.stdout == "3\n"
+    else:
+        assert run.returncode == 1 and run.stderr.startswith(
+            "polyflow: this program runs its loops on a CUDA GPU"
+        )

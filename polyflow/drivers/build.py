@@ -324,6 +324,8 @@ def build_program(
         if objects and kernels is not None and kernels.openmp:
             report.parallel = True
             report.parallel_functions = kernels.parallel_functions
+        if objects and kernels is not None and kernels.cuda:  # its mgpu* are weak: one kept
+            objects.append(str(_cuda_runtime_object(Path(tmp), options, filename)))
         if not link:  # one relocatable object, as cc -c writes it
             _run_cc([options.cc, "-r", "-o", str(output), str(rest), *objects], "joining", filename)
             # polyflow's entries and trampolines are the unit's own: two units with a static
@@ -337,7 +339,7 @@ def build_program(
             return report
         runtime = openmp_link_flags(filename) if report.parallel else []
         if objects and kernels is not None and kernels.cuda:
-            runtime += [str(_cuda_runtime_object(Path(tmp), options, filename)), "-ldl"]
+            runtime.append("-ldl")  # dlopen, outside libc before glibc 2.34
         _run_cc(
             [options.cc, "-o", str(output), str(rest), *objects, *link_flags, "-lm", *runtime],
             "linking",

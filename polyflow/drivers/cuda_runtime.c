@@ -48,6 +48,9 @@ static struct {
 
 static int ready;
 
+/* Weak: each unit `polyflow cc -c` builds for CUDA carries this runtime; the link keeps one. */
+#define WEAK __attribute__((weak))
+
 static void unavailable(const char *why) {
   fprintf(stderr, "polyflow: this program runs its loops on a CUDA GPU: %s\n", why);
   exit(1);
@@ -112,7 +115,7 @@ static void start(void) {
 /* A program built for CUDA says at once when it cannot run (before main). */
 __attribute__((constructor)) static void polyflow_cuda_start(void) { start(); }
 
-void *mgpuModuleLoadJIT(void *data, int opt_level) {
+WEAK void *mgpuModuleLoadJIT(void *data, int opt_level) {
   (void)opt_level;
   start();
   CUmodule module;
@@ -120,23 +123,23 @@ void *mgpuModuleLoadJIT(void *data, int opt_level) {
   return module;
 }
 
-void *mgpuModuleLoad(void *data, size_t size) {
+WEAK void *mgpuModuleLoad(void *data, size_t size) {
   (void)size;
   return mgpuModuleLoadJIT(data, 3);
 }
 
-void mgpuModuleUnload(void *module) {
+WEAK void mgpuModuleUnload(void *module) {
   if (ready)
     cu.ModuleUnload(module);
 }
 
-void *mgpuModuleGetFunction(void *module, const char *name) {
+WEAK void *mgpuModuleGetFunction(void *module, const char *name) {
   CUfunction function;
   check(cu.ModuleGetFunction(&function, module, name), "cuModuleGetFunction");
   return function;
 }
 
-void mgpuLaunchKernel(void *function, intptr_t grid_x, intptr_t grid_y, intptr_t grid_z,
+WEAK void mgpuLaunchKernel(void *function, intptr_t grid_x, intptr_t grid_y, intptr_t grid_z,
                       intptr_t block_x, intptr_t block_y, intptr_t block_z, int32_t shared,
                       void *stream, void **params, void **extra, size_t count) {
   (void)count;
@@ -145,7 +148,7 @@ void mgpuLaunchKernel(void *function, intptr_t grid_x, intptr_t grid_y, intptr_t
         "cuLaunchKernel");
 }
 
-void *mgpuStreamCreate(void) {
+WEAK void *mgpuStreamCreate(void) {
   start();
   CUstream stream;
   check(cu.StreamCreate(&stream, 0 /* ordered with the legacy default stream */),
@@ -153,13 +156,13 @@ void *mgpuStreamCreate(void) {
   return stream;
 }
 
-void mgpuStreamSynchronize(void *stream) {
+WEAK void mgpuStreamSynchronize(void *stream) {
   check(cu.StreamSynchronize(stream), "cuStreamSynchronize");
 }
 
-void mgpuStreamDestroy(void *stream) { check(cu.StreamDestroy(stream), "cuStreamDestroy"); }
+WEAK void mgpuStreamDestroy(void *stream) { check(cu.StreamDestroy(stream), "cuStreamDestroy"); }
 
-void *mgpuMemAlloc(uint64_t bytes, void *stream, int8_t host_shared) {
+WEAK void *mgpuMemAlloc(uint64_t bytes, void *stream, int8_t host_shared) {
   (void)stream;
   (void)host_shared;
   start();
@@ -169,7 +172,7 @@ void *mgpuMemAlloc(uint64_t bytes, void *stream, int8_t host_shared) {
   return (void *)(uintptr_t)pointer;
 }
 
-void mgpuMemFree(void *pointer, void *stream) {
+WEAK void mgpuMemFree(void *pointer, void *stream) {
   if (!pointer)
     return;
   if (stream) /* nothing queued on the stream may still use it */
@@ -179,7 +182,7 @@ void mgpuMemFree(void *pointer, void *stream) {
 
 /* In the stream's order (after the kernels queued before it), and done when it returns: the
  * host reads what it copied back right after. */
-void mgpuMemcpy(void *dst, void *src, size_t bytes, void *stream) {
+WEAK void mgpuMemcpy(void *dst, void *src, size_t bytes, void *stream) {
   if (bytes == 0)
     return;
   check(cu.MemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes, stream),
