@@ -271,6 +271,14 @@ class Options(BaseModel):
         description="the GPU architecture PTX is generated for (sm_XY, e.g. sm_80, sm_90)",
         json_schema_extra=_cli(metavar="SM", group=_GPU),
     )
+    shared_memory: int = Field(
+        default=48 * 1024,
+        ge=0,
+        le=228 * 1024,
+        description="bytes of shared memory a GPU kernel may use per block for tiles of arrays "
+        "its threads read with reuse (0: no promotion to shared memory)",
+        json_schema_extra=_cli(metavar="BYTES", group=_GPU),
+    )
     gpu_emulate: bool = Field(
         default=False,
         description="run the GPU kernels on the CPU instead (blocks and threads as loops, "

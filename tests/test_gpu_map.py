@@ -345,11 +345,19 @@ def test_the_emulation_honours_a_barrier_and_a_dropped_one_shows() -> None:
     assert not np.array_equal(dropped, expected)
 
 
-def test_a_value_carried_across_a_barrier_is_refused() -> None:
+def test_per_thread_arithmetic_across_a_barrier_is_computed_again_after_it() -> None:
+    # %f (the thread's id as a float), computed before the barrier, is used after it
+    again = ROTATE.replace("memref.store %w, %B[%t2]", "memref.store %f, %B[%t2]")
+    assert np.array_equal(_rotate(again), np.arange(64, dtype=np.float32))
+
+
+def test_a_loaded_value_carried_across_a_barrier_is_refused() -> None:
     from polyflow.gpu_map.emulate import NotEmulatable
 
-    # %f, computed by each thread before the barrier, is used after it
-    carried = ROTATE.replace("memref.store %w, %B[%t2]", "memref.store %f, %B[%t2]")
+    # %x, loaded by each thread before the barrier, is used after it
+    carried = ROTATE.replace(
+        "      gpu.barrier\n", "      %x = memref.load %B[%t] : memref<64xf32>\n      gpu.barrier\n"
+    ).replace("memref.store %w, %B[%t2]", "memref.store %x, %B[%t2]")
     context, module = _parsed(carried)
     with context, pytest.raises(NotEmulatable, match="before a barrier is used after it"):
         emulate_kernels(module)
@@ -442,3 +450,48 @@ def test_the_report_says_why_a_loop_is_not_mapped() -> None:
     jacobi = polyflow.compile_c(JACOBI, "jacobi", target="cuda")
     (host,) = [r for r in jacobi.report.remarks if r.kind == "gpu-loop-not-mapped"]
     assert "one kernel launch per iteration" in host.message and host.position.line == 3
+
+
+# --- shared memory ----------------------------------------------------------------------------
+
+
+def test_reads_with_reuse_go_through_shared_memory() -> None:
+    gpu = polyflow.compile_c(GEMM, "gemm", target="cuda")
+    (kernel,) = [r for r in gpu.report.remarks if r.kind == "gpu-kernel" and r.function == "gemm"]
+    promoted = kernel.data["promoted"]
+    # A[i][k]: 8 rows x 32 of k; B[k][j]: 32 of k x 32 columns (f64)
+    assert sorted(tuple(p["shape"]) for p in promoted) == [(8, 32), (32, 32)], promoted
+    assert "read through shared memory" in kernel.message
+    assert gpu.mlir("gpu").count("gpu.barrier") == 2
+    if shutil.which("ptxas"):
+        (used,) = [
+            r
+            for r in gpu.report.remarks
+            if r.kind == "gpu-resources" and "affine" in r.data["kernel"]
+        ]
+        assert used.data["shared_bytes"] >= (8 * 32 + 32 * 32) * 8
+    assert ".shared" in gpu.ptx
+    without = polyflow.compile_c(GEMM, "gemm", target="cuda", options={"shared_memory": 0})
+    assert "gpu.barrier" not in without.mlir("gpu")
+
+
+def test_a_dropped_barrier_in_a_promoted_kernel_changes_the_result() -> None:
+    gpu = polyflow.compile_c(GEMM, "gemm", target="cuda")
+    rng = np.random.default_rng(9)
+    ni, nj, nk = 19, 45, 70
+    A, B = rng.random((ni, nk)), rng.random((nk, nj))
+    C0 = rng.random((ni, nj))
+    expected = C0.copy()
+    polyflow.compile_c(GEMM, "gemm")(ni, nj, nk, 1.5, 0.5, expected, A, B)
+
+    def run(text: str) -> np.ndarray:
+        C = C0.copy()
+        host = HostProgram(text)
+        args = [ni, nj, nk, 1.5, 0.5, *(int(a.ctypes.data) for a in (C, A, B))]
+        host.run("__polyflow_gemm", args, CpuLauncher(text))
+        return C
+
+    stage = gpu.mlir("gpu")
+    assert np.array_equal(run(stage), expected)
+    dropped = "\n".join(line for line in stage.splitlines() if "gpu.barrier" not in line)
+    assert not np.array_equal(run(dropped), expected)

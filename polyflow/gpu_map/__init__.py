@@ -80,7 +80,9 @@ def _map_function(
             attach_remarks(fn, [_host_remark(fn, "it has no parallel loop")])
             return
         PassManager.parse("func.func(lower-affine)").run(copy)
-        launches = map_launches(copy, block=options.block, grid=options.grid)
+        launches = map_launches(
+            copy, block=options.block, grid=options.grid, shared_memory=options.shared_memory
+        )
         if not whole:  # its arrays are the host's: copies in GPU memory for the kernels
             copy_arrays_to_device(copy)
         swapped = swap_in(fn, copy)
@@ -132,6 +134,13 @@ def _launch_remarks(launches: list[LaunchInfo], formed: KernelFormation) -> list
             for loop in launch.loops
         )
         shape = "×".join(str(t) for t in launch.block)
+        if launch.promoted:
+            tiles = ", ".join(
+                (f"argument {p.argument}" if p.argument is not None else "an array")
+                + f" ({'×'.join(map(str, p.shape))}, {p.bytes} bytes)"
+                for p in launch.promoted
+            )
+            shape += f"; read through shared memory: {tiles}"
         out.append(
             remark_at(
                 launch.location,
@@ -142,6 +151,10 @@ def _launch_remarks(launches: list[LaunchInfo], formed: KernelFormation) -> list
                 {
                     "block": list(launch.block),
                     "loops": [{"line": loop.line, "axis": loop.axis} for loop in launch.loops],
+                    "promoted": [
+                        {"argument": p.argument, "shape": list(p.shape), "bytes": p.bytes}
+                        for p in launch.promoted
+                    ],
                 },
             )
         )

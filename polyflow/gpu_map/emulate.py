@@ -23,7 +23,7 @@ from collections.abc import Callable
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from polyflow.ir.names import symbol_name
+from polyflow.ir.names import SHARED_ATTR, symbol_name
 
 _PURE_PREFIXES = ("arith.", "math.", "index.")
 _AXES = {"x": 0, "y": 1, "z": 2}
@@ -188,6 +188,16 @@ def _depends_on(op: ir.Operation, values: list[ir.Value]) -> bool:
     return False
 
 
+def _value_depends(value: ir.Value, values: list[ir.Value], depth: int = 0) -> bool:
+    """Whether `value` is one of `values` or computed from one (through pure ops)."""
+    if any(value == v for v in values):
+        return True
+    owner = value.owner
+    if isinstance(owner, ir.Block) or depth > 32:
+        return False
+    return any(_value_depends(v, values, depth + 1) for v in owner.operation.operands)
+
+
 def _all_operands(op: ir.Operation) -> list[ir.Value]:
     out = list(op.operands)
     for region in op.regions:
@@ -211,31 +221,47 @@ def _threads(
     thread_ids: list[list[ir.Value]],
     block: list[ir.Value],
     loc: ir.Location,
+    outer_recomputed: list[ir.Operation] | None = None,
 ) -> None:
     """Emit `ops` (one block-level sequence of a kernel body) at `ip`: split at barriers, each
     piece inside its own loops over the threads; uniform loops that contain barriers run at the
-    block level with their bodies split the same way."""
+    block level with their bodies split the same way. Pure values computed per thread at this
+    level (a thread's position and indices) are computed again inside each piece that uses
+    them: a thread keeps them in registers across a barrier on the GPU."""
+    outer_recomputed = outer_recomputed or []
+    recomputed: list[ir.Operation] = list(outer_recomputed)
     piece: list[ir.Operation] = []
     for op in ops:
-        if op.name == "gpu.barrier":
-            _thread_loops(piece, ip, thread_ids, block, loc)
+        if op.name == "memref.alloca" and SHARED_ATTR in op.attributes:
+            op.move_before(_anchor(ip))  # shared memory: one buffer per block
+        elif op.name == "gpu.barrier":
+            _thread_loops(piece, ip, thread_ids, block, loc, recomputed)
             piece = []
             op.erase()
         elif _contains(op, lambda inner: inner.name == "gpu.barrier"):
-            if op.name != "scf.for" or _depends_on(op, _flat(thread_ids)):
+            if op.name != "scf.for" or any(
+                _value_depends(v, _flat(thread_ids)) for v in op.operands
+            ):
                 raise NotEmulatable(
                     f"a barrier inside {op.name} whose control depends on the thread"
                 )
-            _thread_loops(piece, ip, thread_ids, block, loc)
+            _thread_loops(piece, ip, thread_ids, block, loc, recomputed)
             piece = []
             op.move_before(_anchor(ip))
             inner_ops = [o.operation for o in op.regions[0].blocks[0].operations]
-            _threads(inner_ops[:-1], ir.InsertionPoint(inner_ops[-1]), thread_ids, block, loc)
+            _threads(
+                inner_ops[:-1], ir.InsertionPoint(inner_ops[-1]), thread_ids, block, loc, recomputed
+            )
         elif _is_pure(op) and not _depends_on(op, _flat(thread_ids)):
             op.move_before(_anchor(ip))  # the same in every thread: once per block
+        elif _is_pure(op) and not any(_produced_by(operand, piece) for operand in op.operands):
+            recomputed.append(op)  # per thread: computed again in each piece that uses it
         else:
             piece.append(op)
-    _thread_loops(piece, ip, thread_ids, block, loc)
+    _thread_loops(piece, ip, thread_ids, block, loc, recomputed)
+    for op in reversed(recomputed[len(outer_recomputed) :]):
+        if not list(op.results[0].uses):
+            op.erase()
 
 
 def _anchor(ip: ir.InsertionPoint) -> ir.Operation:
@@ -252,8 +278,10 @@ def _thread_loops(
     thread_ids: list[list[ir.Value]],
     block: list[ir.Value],
     loc: ir.Location,
+    recomputed: list[ir.Operation] | None = None,
 ) -> None:
-    """Move `piece` into loops over the block's threads (z outermost, x innermost) at `ip`."""
+    """Move `piece` into loops over the block's threads (z outermost, x innermost) at `ip`,
+    with clones of the `recomputed` ops its ops use."""
     if not piece:
         return
     with ip, loc:
@@ -268,8 +296,18 @@ def _thread_loops(
         inner_ip = ir.InsertionPoint(end)
         ivs.insert(0, loop.induction_variable)
     anchor = _anchor(inner_ip)
+    needed = _needed(piece, recomputed or [])
+    mapping: dict[ir.Value, ir.Value] = {}
+    for op in needed:  # in their original order: operands before users
+        clone = op.clone(ip=ir.InsertionPoint(anchor))
+        for index, operand in enumerate(clone.operands):
+            if operand in mapping:
+                clone.operands[index] = mapping[operand]
+        mapping[op.results[0]] = clone.results[0]
     for op in piece:
         op.move_before(anchor)
+        _remap_operands(op, mapping)
+    piece = [*(mapping[op.results[0]].owner.operation for op in needed), *piece]
     old = [value for axis in range(3) for value in thread_ids[axis]]
     new = [ivs[axis] for axis in range(3) for _ in thread_ids[axis]]
     for op in piece:
@@ -281,6 +319,36 @@ def _thread_loops(
                     raise NotEmulatable(
                         "a value a thread computes before a barrier is used after it"
                     )
+
+
+def _produced_by(value: ir.Value, ops: list[ir.Operation]) -> bool:
+    owner = value.owner
+    return not isinstance(owner, ir.Block) and any(owner.operation == op for op in ops)
+
+
+def _needed(piece: list[ir.Operation], recomputed: list[ir.Operation]) -> list[ir.Operation]:
+    """The `recomputed` ops whose values `piece` uses, directly or through each other, in the
+    order of `recomputed`."""
+    wanted: set[int] = set()
+    pending = [v for op in piece for v in _all_operands(op)]
+    index = {op.results[0]: k for k, op in enumerate(recomputed)}
+    while pending:
+        value = pending.pop()
+        k = index.get(value)
+        if k is not None and k not in wanted:
+            wanted.add(k)
+            pending.extend(recomputed[k].operands)
+    return [recomputed[k] for k in sorted(wanted)]
+
+
+def _remap_operands(op: ir.Operation, mapping: dict[ir.Value, ir.Value]) -> None:
+    for index, operand in enumerate(op.operands):
+        if operand in mapping:
+            op.operands[index] = mapping[operand]
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                _remap_operands(inner.operation, mapping)
 
 
 def _inside_any(op: ir.Operation, ancestors: list[ir.Operation]) -> bool:

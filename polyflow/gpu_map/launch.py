@@ -24,6 +24,8 @@ from mlir.dialects import arith, gpu, scf
 
 from polyflow.ir.locations import source_position
 
+from .promotion import KernelParts, Promoted, promote_to_shared
+
 # Threads per block by band depth, (x, y, z): a warp's worth along x (coalesced), 256 threads.
 DEFAULT_BLOCKS: dict[int, tuple[int, ...]] = {1: (256,), 2: (32, 8), 3: (32, 4, 2)}
 # CUDA's limits on the grid, per axis (x, y, z), and on the threads of a block.
@@ -50,6 +52,7 @@ class LaunchInfo:
     loops: list[MappedLoop] = field(default_factory=list)
     block: tuple[int, ...] = ()
     single_thread: bool = False
+    promoted: list[Promoted] = field(default_factory=list)
 
 
 def map_launches(
@@ -57,11 +60,13 @@ def map_launches(
     *,
     block: Sequence[int] | None = None,
     grid: Sequence[int] | None = None,
+    shared_memory: int = 0,
 ) -> list[LaunchInfo]:
-    """Turn every outermost `scf.parallel` band of `fn` into a `gpu.launch` (module docstring);
-    returns what each launch maps, in program order."""
-    bands = [op for op in _outermost_parallels(fn)]
-    launches = [_launch(band, block, grid) for band in bands]
+    """Turn every outermost `scf.parallel` band of `fn` into a `gpu.launch` (module docstring),
+    promoting reads with reuse to at most `shared_memory` bytes of shared memory per block
+    (promotion.py; 0: none); returns what each launch maps, in program order."""
+    bands = list(_outermost_parallels(fn))
+    launches = [_launch(band, block, grid, shared_memory) for band in bands]
     _device_allocations(fn)
     return launches
 
@@ -148,7 +153,10 @@ def block_shape(depth: int, trips: Sequence[int | None], block: Sequence[int] | 
 
 
 def _launch(
-    outer: ir.Operation, block: Sequence[int] | None, grid: Sequence[int] | None
+    outer: ir.Operation,
+    block: Sequence[int] | None,
+    grid: Sequence[int] | None,
+    shared_memory: int,
 ) -> LaunchInfo:
     band = _band(outer)
     info = LaunchInfo(outer.location)
@@ -226,6 +234,20 @@ def _launch(
         position = source_position(loop.location)
         info.loops.append(MappedLoop(position.line if position else None, AXES[k]))
     outer.erase()
+    step_values = [_constant_index(step) for step in steps]
+    if shared_memory > 0 and all(step is not None for step in step_values):
+        parts = KernelParts(
+            launch.operation,
+            tiles[-1].operation,
+            guard.operation,
+            inside,
+            thread_ids[:depth],
+            list(threads),
+            ivs,
+            [int(step) for step in step_values if step is not None],
+        )
+        with loc:
+            info.promoted = promote_to_shared(parts, shared_memory)
     _sink_constants(launch.operation)
     info.block = tuple(threads)
     info.single_thread = known == [1]

@@ -54,6 +54,10 @@ PARALLEL_LOOP_ATTR = "polyflow.parallel_loop"
 # On a sequential loop: the floating-point reductions whose updates carry `reassoc`.
 REASSOCIATED_ATTR = "polyflow.reassociated"
 
+# On a `memref.alloca` in a GPU kernel: the block's shared memory (one buffer per block), not
+# a thread's; the CUDA lowering makes it a workgroup attribution (`.shared`).
+SHARED_ATTR = "polyflow.shared"
+
 # ----- on arguments
 # A memref parameter made from a C pointer: its extent is unknown.
 UNKNOWN_EXTENT_ATTR = "polyflow.unknown_extent"

@@ -21,7 +21,7 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 from polyflow.ir.functions import source_names
-from polyflow.ir.names import symbol_name
+from polyflow.ir.names import SHARED_ATTR, symbol_name
 from polyflow.ir.remarks import remark_at
 from polyflow.options import Options
 from polyflow.report import Remark
@@ -143,6 +143,7 @@ def kernels_to_ptx(module: ir.Module, options: Options) -> PtxResult:
             return ir.WalkResult.ADVANCE
 
         module.operation.walk(locate)
+        _workgroup_memory(module)
         PassManager.parse(_nvvm_pipeline(options.gpu_arch)).run(module.operation)
         for op in module.body.operations:
             if op.operation.name == "gpu.binary":
@@ -150,6 +151,37 @@ def kernels_to_ptx(module: ir.Module, options: Options) -> PtxResult:
                 result.ptx[name] = assembly_of(str(op.operation.attributes["objects"]))
     check_with_ptxas(result, options.gpu_arch)
     return result
+
+
+def _workgroup_memory(module: ir.Module) -> None:
+    """Each kernel's shared buffers (`memref.alloca` marked `SHARED_ATTR` at its top level)
+    become workgroup attributions of its `gpu.func`, which NVVM lowers to `.shared` arrays."""
+    workgroup = ir.Attribute.parse("#gpu.address_space<workgroup>")
+    for op in module.body.operations:
+        if op.operation.name != "gpu.module":
+            continue
+        for fn in op.operation.regions[0].blocks[0].operations:
+            fn = fn.operation
+            if fn.name != "gpu.func":
+                continue
+            entry = fn.regions[0].blocks[0]
+            shared = [
+                inner.operation
+                for inner in entry.operations
+                if inner.operation.name == "memref.alloca"
+                and SHARED_ATTR in inner.operation.attributes
+            ]
+            for alloca in shared:
+                t = ir.MemRefType(alloca.results[0].type)
+                moved = ir.MemRefType.get(
+                    t.shape, t.element_type, memory_space=workgroup, loc=alloca.location
+                )
+                argument = entry.add_argument(moved, alloca.location)
+                alloca.results[0].replace_all_uses_with(argument)
+                alloca.erase()
+            if shared:
+                count = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(shared))
+                fn.attributes["workgroup_attributions"] = count
 
 
 def assembly_of(objects: str) -> str:
