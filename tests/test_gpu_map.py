@@ -495,3 +495,53 @@ def test_a_dropped_barrier_in_a_promoted_kernel_changes_the_result() -> None:
     assert np.array_equal(run(stage), expected)
     dropped = "\n".join(line for line in stage.splitlines() if "gpu.barrier" not in line)
     assert not np.array_equal(run(dropped), expected)
+
+
+# --- reductions over the threads of a block ----------------------------------------------------
+
+ROW_SUMS = """
+void row_sums(long A[6][3000], long out[6]) {
+  for (int i = 0; i < 6; i++) {
+    long s = 3;
+    for (int j = 0; j < 3000; j++) s += A[i][j] * (j % 7);
+    out[i] = s;
+  }
+}
+"""
+
+
+def test_an_integer_reduction_of_few_rows_is_a_tree_over_the_threads() -> None:
+    gpu = polyflow.compile_c(ROW_SUMS, "row_sums", target="cuda")
+    (kernel,) = [
+        r for r in gpu.report.remarks if r.kind == "gpu-kernel" and r.function == "row_sums"
+    ]
+    assert "threads x (tree)" in kernel.message and "block 256" in kernel.message
+    assert not [r for r in gpu.report.remarks if r.kind == "float-reduction"]  # integers: exact
+    A = np.random.default_rng(2).integers(-1000, 1000, size=(6, 3000))
+    out, expected = np.zeros(6, np.int64), np.zeros(6, np.int64)
+    gpu.emulate(A, out)
+    polyflow.compile_c(ROW_SUMS, "row_sums")(A, expected)
+    assert np.array_equal(out, expected)
+    if shutil.which("ptxas"):
+        (used,) = [
+            r
+            for r in gpu.report.remarks
+            if r.kind == "gpu-resources" and "affine" in r.data["kernel"]
+        ]
+        assert used.data["shared_bytes"] >= 256 * 8 and used.data["stack_bytes"] == 0
+
+
+def test_a_float_reduction_becomes_a_tree_only_under_reassociation() -> None:
+    import polyflow.tc as tc
+
+    source = "def mv(float(M,K) A, float(K) x) -> (y) { y(i) +=! A(i,k) * x(k) }"
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((37, 3000)).astype(np.float32)
+    x = rng.standard_normal(3000).astype(np.float32)
+    strict = tc.define(source, target="cuda")
+    assert np.allclose(strict.emulate(A, x), A @ x, rtol=1e-3, atol=1e-3)
+    assert not any("(tree)" in r.message for r in strict.report.remarks)
+    tree = tc.define(source, target="cuda", options={"associative_math": True})
+    assert np.allclose(tree.emulate(A, x), A @ x, rtol=1e-3, atol=1e-3)
+    assert any("(tree)" in r.message for r in tree.report.remarks if r.kind == "gpu-kernel")
+    assert [r for r in tree.report.remarks if r.kind == "float-reduction"]

@@ -81,7 +81,11 @@ def _map_function(
             return
         PassManager.parse("func.func(lower-affine)").run(copy)
         launches = map_launches(
-            copy, block=options.block, grid=options.grid, shared_memory=options.shared_memory
+            copy,
+            block=options.block,
+            grid=options.grid,
+            shared_memory=options.shared_memory,
+            reassociate=options.reassociation,
         )
         if not whole:  # its arrays are the host's: copies in GPU memory for the kernels
             copy_arrays_to_device(copy)
@@ -134,6 +138,17 @@ def _launch_remarks(launches: list[LaunchInfo], formed: KernelFormation) -> list
             for loop in launch.loops
         )
         shape = "×".join(str(t) for t in launch.block)
+        if any(launch.tree):
+            out.append(
+                remark_at(
+                    launch.location,
+                    "gpu",
+                    "float-reduction",
+                    "warning",
+                    "this kernel reorders a floating-point reduction over the threads of a block "
+                    "(-fassociative-math: the result may differ from C's order in the last bits)",
+                )
+            )
         if launch.promoted:
             tiles = ", ".join(
                 (f"argument {p.argument}" if p.argument is not None else "an array")
@@ -158,8 +173,13 @@ def _launch_remarks(launches: list[LaunchInfo], formed: KernelFormation) -> list
                 },
             )
         )
+    shared_out = {
+        loop.line for launch in launches for loop in launch.loops if loop.axis.endswith("(tree)")
+    }
     for location, reason in formed.unmapped:
         position = source_position(location)
+        if position is not None and position.line in shared_out:
+            continue  # its iterations went to the threads of a block
         where = f"the loop at line {position.line}" if position else "a loop"
         out.append(
             remark_at(

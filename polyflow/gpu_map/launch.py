@@ -25,6 +25,14 @@ from mlir.dialects import arith, gpu, scf
 from polyflow.ir.locations import source_position
 
 from .promotion import KernelParts, Promoted, promote_to_shared
+from .reduction import (
+    MAX_POINTS_FOR_TREE,
+    MIN_REDUCTION_TRIP,
+    REDUCTION_THREADS,
+    Carried,
+    reduction_loop,
+    tree_kernel,
+)
 
 # Threads per block by band depth, (x, y, z): a warp's worth along x (coalesced), 256 threads.
 DEFAULT_BLOCKS: dict[int, tuple[int, ...]] = {1: (256,), 2: (32, 8), 3: (32, 4, 2)}
@@ -53,6 +61,8 @@ class LaunchInfo:
     block: tuple[int, ...] = ()
     single_thread: bool = False
     promoted: list[Promoted] = field(default_factory=list)
+    # a tree reduction over the block's threads: for each carried value, whether it is a float
+    tree: list[bool] = field(default_factory=list)
 
 
 def map_launches(
@@ -61,12 +71,15 @@ def map_launches(
     block: Sequence[int] | None = None,
     grid: Sequence[int] | None = None,
     shared_memory: int = 0,
+    reassociate: bool = False,
 ) -> list[LaunchInfo]:
     """Turn every outermost `scf.parallel` band of `fn` into a `gpu.launch` (module docstring),
     promoting reads with reuse to at most `shared_memory` bytes of shared memory per block
-    (promotion.py; 0: none); returns what each launch maps, in program order."""
+    (promotion.py; 0: none), and sharing a large reduction of a small band out over a block's
+    threads (reduction.py; floating-point ones with `reassociate` only); returns what each
+    launch maps, in program order."""
     bands = list(_outermost_parallels(fn))
-    launches = [_launch(band, block, grid, shared_memory) for band in bands]
+    launches = [_launch(band, block, grid, shared_memory, reassociate) for band in bands]
     _device_allocations(fn)
     return launches
 
@@ -157,11 +170,15 @@ def _launch(
     block: Sequence[int] | None,
     grid: Sequence[int] | None,
     shared_memory: int,
+    reassociate: bool = False,
 ) -> LaunchInfo:
     band = _band(outer)
     info = LaunchInfo(outer.location)
     depth = len(band)
     by_axis = list(reversed(band))  # x is the innermost loop
+    tree = _tree_reduction(band, reassociate)
+    if tree is not None:
+        return _tree_launch(outer, band, tree[0], tree[1], block, grid, info)
     with ir.InsertionPoint(outer), outer.location:
         lows, trips, steps, known = [], [], [], []
         zero = _index(0)
@@ -251,6 +268,112 @@ def _launch(
     _sink_constants(launch.operation)
     info.block = tuple(threads)
     info.single_thread = known == [1]
+    return info
+
+
+def _trip(loop: ir.Operation) -> int | None:
+    low, high, step = (_constant_index(v) for v in list(loop.operands)[:3])
+    if low is None or high is None or not step:
+        return None
+    return max(0, -(-(high - low) // step))
+
+
+def _tree_reduction(
+    band: list[ir.Operation], reassociate: bool
+) -> tuple[ir.Operation, list[Carried]] | None:
+    """The reduction loop of the band's body to share out over a block's threads
+    (reduction.py), when the band has few points and the loop many iterations."""
+    points = 1
+    for loop in band:
+        trip = _trip(loop)
+        if trip is None:
+            return None
+        points *= trip
+    if points >= MAX_POINTS_FOR_TREE:
+        return None
+    body = band[-1].regions[0].blocks[0]
+    ivs = [b.regions[0].blocks[0].arguments[0] for b in band]
+    found = reduction_loop(body, ivs, reassociate)
+    if found is None:
+        return None
+    trip = _trip(found[0])
+    if trip is not None and trip < MIN_REDUCTION_TRIP:
+        return None
+    return found
+
+
+def _tree_launch(
+    outer: ir.Operation,
+    band: list[ir.Operation],
+    loop: ir.Operation,
+    carried: list[Carried],
+    block: Sequence[int] | None,
+    grid: Sequence[int] | None,
+    info: LaunchInfo,
+) -> LaunchInfo:
+    """One band point per block (grid-stride when the grid is capped), its reduction loop over
+    the block's threads, combined by a tree in shared memory (reduction.py)."""
+    by_axis = list(reversed(band))
+    depth = len(band)
+    wanted = block[0] if block is not None else REDUCTION_THREADS
+    threads = 1
+    while threads * 2 <= wanted:
+        threads *= 2  # the tree halves the active threads: a power of two
+    loc = outer.location
+    reduction_position = source_position(loop.location)
+    with ir.InsertionPoint(outer), loc:
+        one = _index(1)
+        trips, lows, steps = [], [], []
+        for axis_loop in by_axis:
+            low, high, step = list(axis_loop.operands)[:3]
+            trip = arith.MaxSIOp(
+                arith.CeilDivSIOp(arith.SubIOp(high, low).result, step).result, _index(0)
+            ).result
+            trips.append(trip)
+            lows.append(low)
+            steps.append(step)
+        sizes = []
+        for k in range(depth):
+            cap = (
+                min(grid[k], GRID_LIMITS[k])
+                if grid is not None and k < len(grid)
+                else GRID_LIMITS[k]
+            )
+            sizes.append(arith.MaxSIOp(arith.MinSIOp(trips[k], _index(cap)).result, one).result)
+        launch = gpu.LaunchOp(tuple(([*sizes, one, one])[:3]), (_index(threads), one, one))
+    body = launch.regions[0].blocks[0]
+    args = list(body.arguments)
+    block_ids, thread_x, grid_dims = args[0:3], args[3], args[6:9]
+    ip = ir.InsertionPoint(body)
+    points: list[ir.Value] = []
+    for k in range(depth):
+        with ip, loc:
+            point = scf.ForOp(block_ids[k], trips[k], grid_dims[k])
+        with ir.InsertionPoint(point.body), loc:
+            end = scf.YieldOp([])
+        ip = ir.InsertionPoint(end)
+        with ip, loc:
+            points.append(
+                arith.AddIOp(
+                    lows[k], arith.MulIOp(point.induction_variable, steps[k]).result
+                ).result
+            )
+    with ir.InsertionPoint(body), loc:
+        gpu.TerminatorOp()
+    ivs = [axis_loop.regions[0].blocks[0].arguments[0] for axis_loop in by_axis]
+    tree_kernel(
+        band[-1].regions[0].blocks[0], ivs, points, loop, carried, thread_x, threads, ip, loc
+    )
+    for k, axis_loop in enumerate(by_axis):
+        position = source_position(axis_loop.location)
+        info.loops.append(MappedLoop(position.line if position else None, f"blocks {AXES[k]}"))
+    info.loops.append(
+        MappedLoop(reduction_position.line if reduction_position else None, "threads x (tree)")
+    )
+    info.block = (threads,)
+    info.tree = [c.floating for c in carried]
+    outer.erase()
+    _sink_constants(launch.operation)
     return info
 
 

@@ -165,12 +165,14 @@ def _workgroup_memory(module: ir.Module) -> None:
             if fn.name != "gpu.func":
                 continue
             entry = fn.regions[0].blocks[0]
-            shared = [
-                inner.operation
-                for inner in entry.operations
-                if inner.operation.name == "memref.alloca"
-                and SHARED_ATTR in inner.operation.attributes
-            ]
+            shared: list[ir.Operation] = []
+
+            def visit(inner: ir.Operation, found: list[ir.Operation] = shared) -> ir.WalkResult:
+                if inner.name == "memref.alloca" and SHARED_ATTR in inner.attributes:
+                    found.append(inner)
+                return ir.WalkResult.ADVANCE
+
+            fn.walk(visit)  # wherever it is: a block's shared memory lives as long as the block
             for alloca in shared:
                 t = ir.MemRefType(alloca.results[0].type)
                 moved = ir.MemRefType.get(
