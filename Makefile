@@ -55,11 +55,13 @@ bench-mini: bench-setup
 # 1. the harder random programs' generator stays free of undefined behaviour (UBSan + ASan);
 # 2. 1,000 of them at -O3, plus the 30 PolyBench kernels: compile time (p50/p95/max), isl budget
 #    fallbacks, every output against gcc -O2 (OMP_NUM_THREADS=2); a table at the end;
-# 3. 1,000 of the ordinary random programs at -O3 against gcc.
+# 3. 300 of the hard programs built for the GPU, their kernels run on the CPU emulation;
+# 4. 1,000 of the ordinary random programs at -O3 against gcc, and built for the GPU (emulated).
 fuzz: setup
 	$(PY) tests/fuzz/check_ub.py 0 1000 --hard --jobs 2
 	$(PY) tests/fuzz/compile_time.py --count 1000 --kernels $(FUZZ_ARGS)
-	POLYFLOW_FUZZ_COUNT=1000 POLYFLOW_FUZZ_OPT_LEVEL=3 $(VENV)/bin/pytest -n 2 -q tests/test_random_programs.py
+	$(PY) tests/fuzz/compile_time.py --count 300 --gpu-emulate --jobs 2 $(FUZZ_ARGS)
+	POLYFLOW_FUZZ_COUNT=1000 POLYFLOW_FUZZ_GPU_COUNT=1000 POLYFLOW_FUZZ_OPT_LEVEL=3 $(VENV)/bin/pytest -n 2 -q tests/test_random_programs.py
 
 # Real C code bases (Debian's zlib, cJSON, GSL) built by their own build systems with gcc and with
 # polyflow-cc, their own test suites run; timings and what polyflow compiled go to

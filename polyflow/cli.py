@@ -462,6 +462,16 @@ def _tc(args: argparse.Namespace) -> int:
         if args.explain:
             print(fn.explain())
         if args.emit:
+            if args.emit == "gpu" and fn.options.target != "cuda":
+                print("polyflow: error: --emit gpu needs --target cuda", file=sys.stderr)
+                return 1
+            if args.emit == "llvm-dialect" and fn.options.target == "cuda":
+                print(
+                    "polyflow: error: a CUDA build has no llvm-dialect stage here "
+                    "(--emit gpu shows its kernels)",
+                    file=sys.stderr,
+                )
+                return 1
             missing = [s for s in fn.definition.size_names if s not in args.sizes]
             if missing:
                 print(

@@ -545,3 +545,44 @@ def test_a_float_reduction_becomes_a_tree_only_under_reassociation() -> None:
     assert np.allclose(tree.emulate(A, x), A @ x, rtol=1e-3, atol=1e-3)
     assert any("(tree)" in r.message for r in tree.report.remarks if r.kind == "gpu-kernel")
     assert [r for r in tree.report.remarks if r.kind == "float-reduction"]
+
+
+def test_the_tc_command_shows_the_gpu_stage_for_cuda_only() -> None:
+    layers = str(Path(__file__).resolve().parent.parent / "examples" / "layers.tc")
+    run = [sys.executable, "-m", "polyflow", "tc", layers, "--name", "conv2d", "--emit", "gpu"]
+    sizes = ["--sizes", "N=1,C=3,H=16,W=16,K=4,KH=3,KW=3"]
+    ok = subprocess.run([*run, "--target", "cuda", *sizes], capture_output=True, text=True)
+    assert ok.returncode == 0 and "gpu.launch_func" in ok.stdout, ok.stderr
+    refused = subprocess.run([*run, *sizes], capture_output=True, text=True)
+    assert refused.returncode == 1 and "needs --target cuda" in refused.stderr
+
+
+CALLS = """
+double helper(double x) {
+  double s = 0;
+  for (int k = 0; k < 3; k++) s += x * k;
+  return s;
+}
+void scale(int n, double a[64]) {
+  for (int i = 0; i < n; i++) a[i] = 2 * a[i];
+}
+void steps(int n, double a[64], double b[64]) {
+  a[0] = 5;            /* before the call: one GPU thread */
+  scale(n, a);         /* a function with its own kernel, called by the host */
+  b[0] = a[0] + 1;     /* after it: sees the scaled value */
+  for (int i = 1; i < n; i++) b[i] = helper(a[i]);  /* a device function in a kernel */
+}
+"""
+
+
+def test_work_around_a_call_stays_in_order_and_callees_run_on_the_gpu() -> None:
+    rng = np.random.default_rng(11)
+    a = rng.random(64)
+    b = np.zeros(64)
+    a2, b2 = a.copy(), b.copy()
+    gpu = polyflow.compile_c(CALLS, "steps", target="cuda")
+    gpu.emulate(40, a, b)
+    polyflow.compile_c(CALLS, "steps")(40, a2, b2)
+    assert np.array_equal(a, a2) and np.array_equal(b, b2)
+    assert b[0] == 11.0
+    assert not [r for r in gpu.report.remarks if r.kind == "ptxas-error"]

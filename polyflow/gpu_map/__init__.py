@@ -48,13 +48,16 @@ def map_module(module: ir.Module, options: Options, *, whole: bool = False) -> i
     kernel rather than host code."""
     with module.context, ir.Location.unknown():
         module.operation.attributes[CONTAINER_ATTR] = ir.UnitAttr.get()
-        if whole:  # every function: the alias guard's dispatcher and unraised copy too
+        if whole:  # every function: the alias guard's dispatcher and unraised copy too ...
             functions = [
                 op.operation
                 for op in module.body.operations
                 if op.operation.name == "func.func"
                 and op.operation.regions[0].blocks
                 and not symbol_name(op.operation).startswith(CABI_PREFIX)
+                # ... but those that touch no array of their caller's: they run as they are,
+                # on the host or (called from a kernel) on the GPU
+                and not _self_contained(op.operation)
             ]
         else:
             functions = [
@@ -64,6 +67,24 @@ def map_module(module: ir.Module, options: Options, *, whole: bool = False) -> i
         for fn in functions:
             _map_function(module, fn, options, whole, host_calls)
     return module
+
+
+def _self_contained(fn: ir.Operation) -> bool:
+    """Whether `fn` takes no array, reads no global and calls nothing: the memory it touches is
+    its own stack."""
+    if any(isinstance(arg.type, ir.MemRefType) for arg in fn.regions[0].blocks[0].arguments):
+        return False
+    found = False
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal found
+        if op.name in ("memref.get_global", "func.call", "llvm.call", "func.call_indirect"):
+            found = True
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit)
+    return not found
 
 
 def _map_function(

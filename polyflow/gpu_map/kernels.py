@@ -74,6 +74,22 @@ _HOST_ANYWAY = frozenset(
     }
 )
 MAX_BAND = 3  # a grid and a block have three dimensions
+# host ops a pending single-thread kernel may move past (they read shapes and addresses only)
+_PURE_HOST = frozenset(
+    {
+        "memref.dim",
+        "memref.extract_aligned_pointer_as_index",
+        "memref.extract_strided_metadata",
+        "memref.cast",
+    }
+)
+
+
+def _pure(op: ir.Operation) -> bool:
+    return not op.regions and (
+        op.name.startswith(("arith.", "math.", "index."))
+        or op.name in ("affine.apply", "affine.min", "affine.max")
+    )
 
 
 class NotMappable(Exception):
@@ -226,11 +242,17 @@ def _place_block(block: ir.Block, formed: KernelFormation, host_calls: frozenset
                 for inner in region.blocks:
                     _place_block(inner, formed, host_calls)
         elif op.name in _HOST_ANYWAY and not fed:
+            if op.name not in _PURE_HOST:
+                _flush(pending, formed)  # a free must not move before the kernel's reads
             continue
         elif _touches_memory(op, host_calls) or fed:
             if fed and _touches_memory(op) and not _touches_memory(op, host_calls):
                 raise NotMappable("a function is called with a value read from GPU memory")
             pending.append(op)
+        elif not _pure(op):
+            # the pending kernel is placed where its last op is: it may move past pure ops
+            # only (a call of a host function may touch the same arrays)
+            _flush(pending, formed)
     _flush(pending, formed)
 
 

@@ -32,7 +32,7 @@ OUTLINE_PIPELINE = "builtin.module(gpu-kernel-outlining,canonicalize{region-simp
 def _nvvm_pipeline(arch: str) -> str:
     return (
         f"builtin.module(nvvm-attach-target{{chip={arch} O=3}},"
-        "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,cse,"
+        "gpu.module(lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,cse,"
         "reconcile-unrealized-casts),"
         "gpu-module-to-binary{format=isa})"
     )

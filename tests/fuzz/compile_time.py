@@ -6,7 +6,8 @@ default) in a process of its own, under a generous wall-clock limit (``--limit``
 build time is measured inside that process (``build_program``, interpreter start excluded). Both
 executables run (polyflow's with ``OMP_NUM_THREADS=2``) and must print the same. With
 ``--kernels`` the 30 PolyBench kernels are built too (LARGE, ``--emit=affine-opt``: compile time
-only). Builds run one at a time by default (`--jobs 1`): a build may use both cores itself (two
+only). With ``--gpu-emulate`` the programs are built for ``--target=cuda`` and their kernels run
+on the CPU emulation. Builds run one at a time by default (`--jobs 1`): a build may use both cores itself (two
 large functions are scheduled in two processes), and its time is the time it takes alone on the
 machine. Prints a table of p50/p95/max build times, how many scops fell back under an isl budget,
 and every failure with its seed; ``--json`` keeps the records. Exit status 1 on any failure.
@@ -34,9 +35,10 @@ HARNESS = ROOT / "bench_polybench" / "harness"
 _CHILD = """
 import json, sys, time
 import polyflow
-source, output, opt, emit, *flags = sys.argv[1:]
+source, output, opt, emit, target, *flags = sys.argv[1:]
 options = polyflow.Options(opt_level=int(opt), include_dirs=tuple(flags[:1]),
-                           defines=tuple(flags[1:]))
+                           defines=tuple(flags[1:]), target=target,
+                           gpu_emulate=target == "cuda")
 start = time.perf_counter()
 report = polyflow.build_program(source, output, options=options, emit=emit, cache=None)
 print(json.dumps({"seconds": time.perf_counter() - start, "notes": report.notes,
@@ -45,12 +47,19 @@ print(json.dumps({"seconds": time.perf_counter() - start, "notes": report.notes,
 
 
 def _polyflow_build(
-    source: Path, output: Path, *, opt: int, emit: str, limit: float, flags: list[str]
+    source: Path,
+    output: Path,
+    *,
+    opt: int,
+    emit: str,
+    limit: float,
+    flags: list[str],
+    target: str = "cpu",
 ) -> dict[str, object]:
     start = time.perf_counter()
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _CHILD, str(source), str(output), str(opt), emit, *flags],
+            [sys.executable, "-c", _CHILD, str(source), str(output), str(opt), emit, target, *flags],
             capture_output=True,
             text=True,
             timeout=limit,
@@ -74,7 +83,9 @@ def _run(exe: Path, threads: int) -> tuple[int, str]:
     return proc.returncode, proc.stdout
 
 
-def check_seed(seed: int, *, opt: int, limit: float, workdir: Path) -> dict[str, object]:
+def check_seed(
+    seed: int, *, opt: int, limit: float, workdir: Path, target: str = "cpu"
+) -> dict[str, object]:
     """Build and run the hard program of `seed` both ways; a record of what happened."""
     sys.path.insert(0, str(HERE))
     from hard_gen import generate_hard_program
@@ -86,7 +97,13 @@ def check_seed(seed: int, *, opt: int, limit: float, workdir: Path) -> dict[str,
         ["gcc", "-O2", "-w", "-o", str(gcc_exe), str(source), "-lm"], check=True
     )
     record = _polyflow_build(
-        source, workdir / f"hard_{seed}.pf", opt=opt, emit="exe", limit=limit, flags=[]
+        source,
+        workdir / f"hard_{seed}.pf",
+        opt=opt,
+        emit="exe",
+        limit=limit,
+        flags=[],
+        target=target,
     )
     record["name"] = f"seed {seed}"
     if record["status"] != "ok":
@@ -143,6 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--opt", type=int, default=3)
     parser.add_argument("--limit", type=float, default=60.0, help="seconds per build")
     parser.add_argument("--kernels", action="store_true", help="also the PolyBench kernels")
+    parser.add_argument(
+        "--gpu-emulate",
+        action="store_true",
+        help="build for --target=cuda and run the kernels on the CPU emulation",
+    )
     parser.add_argument("--json", type=Path, help="write every record here")
     args = parser.parse_args(argv)
 
@@ -156,7 +178,14 @@ def main(argv: list[str] | None = None) -> int:
         task = progress.add_task("hard programs", total=len(seeds))
         with ThreadPoolExecutor(args.jobs) as pool:
             futures = [
-                pool.submit(check_seed, s, opt=args.opt, limit=args.limit, workdir=workdir)
+                pool.submit(
+                    check_seed,
+                    s,
+                    opt=args.opt,
+                    limit=args.limit,
+                    workdir=workdir,
+                    target="cuda" if args.gpu_emulate else "cpu",
+                )
                 for s in seeds
             ]
             for future in futures:
@@ -170,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
                 progress.advance(task)
     print("| corpus | builds | p50 s | p95 s | max s | scops past an isl budget | failures |")
     print("|---|---|---|---|---|---|---|")
-    print(summarize(f"hard programs, -O{args.opt}", records))
+    label = f"hard programs, -O{args.opt}" + (", cuda emulated" if args.gpu_emulate else "")
+    print(summarize(label, records))
     if kernel_records:
         print(summarize("PolyBench kernels, LARGE, -O3", kernel_records))
         slow = sorted(kernel_records, key=lambda r: -float(r["seconds"]))[:5]  # type: ignore[arg-type]
