@@ -586,3 +586,15 @@ def test_work_around_a_call_stays_in_order_and_callees_run_on_the_gpu() -> None:
     assert np.array_equal(a, a2) and np.array_equal(b, b2)
     assert b[0] == 11.0
     assert not [r for r in gpu.report.remarks if r.kind == "ptxas-error"]
+
+
+def test_long_double_stays_on_the_host(tmp_path: Path) -> None:
+    """x87's 80-bit long double has no GPU type (NVPTX cannot even compile it): such functions
+    run on the host, the rest of the file still gets its kernels."""
+    source = Path(__file__).resolve().parent / "programs" / "long_double.c"
+    report = polyflow.build_program(
+        source, tmp_path / "prog", options=Options(opt_level=3, target="cuda")
+    )
+    assert not [w for w in report.warnings if "internal error" in w]
+    reasons = [r.data.get("reason", "") for r in report.report.remarks if r.kind == "gpu-host"]
+    assert any("long double" in reason for reason in reasons)

@@ -124,6 +124,9 @@ def form_kernels(
 
 
 def _form_kernels(fn: ir.Operation, whole: bool, host_calls: frozenset[str]) -> KernelFormation:
+    for op in _walk(fn):
+        if any("f80" in str(v.type) for v in [*op.operands, *op.results]):
+            raise NotMappable("it computes in long double (x87's 80 bits), which GPUs do not have")
     body = fn.regions[0].blocks[0]
     formed = KernelFormation()
     marked = _contains_marked(fn)
