@@ -598,3 +598,41 @@ def test_long_double_stays_on_the_host(tmp_path: Path) -> None:
     assert not [w for w in report.warnings if "internal error" in w]
     reasons = [r.data.get("reason", "") for r in report.report.remarks if r.kind == "gpu-host"]
     assert any("long double" in reason for reason in reasons)
+
+
+MOMENTS = """
+def moments(float(N,K) I) -> (mean, var) {
+  mean(n) +=! I(n, k) / K
+  var(n) +=! (I(n, k) - mean(n)) * (I(n, k) - mean(n)) / K
+}
+"""
+
+PREFIX_AND_SUM = """
+void prefix(long a[5000], long b[5000]) {
+  long s = 0;
+  for (int i = 0; i < 5000; i++) { s += a[i]; b[i] = s; }
+}
+"""
+
+
+def test_two_reductions_in_one_body_share_a_block_in_turn() -> None:
+    """moments: the mean, then (reading it) the variance, each over the block's threads; what
+    passes between them goes through shared memory."""
+    import polyflow.tc as tc
+
+    fn = tc.define(MOMENTS, target="cuda", options={"associative_math": True})
+    x = np.random.default_rng(5).standard_normal((6, 3000)).astype(np.float32)
+    mean, var = fn.emulate(x)
+    assert np.allclose(mean, x.mean(1), atol=1e-6) and np.allclose(var, x.var(1), atol=1e-5)
+    (kernel,) = [r for r in fn.report.remarks if r.kind == "gpu-kernel"]
+    assert kernel.message.count("(tree)") == 2
+
+
+def test_a_running_sum_is_not_a_tree() -> None:
+    gpu = polyflow.compile_c(PREFIX_AND_SUM, "prefix", target="cuda")
+    assert not any("(tree)" in r.message for r in gpu.report.remarks)
+    a = np.arange(5000) % 13
+    b, expected = np.zeros(5000, np.int64), np.zeros(5000, np.int64)
+    gpu.emulate(a, b)
+    polyflow.compile_c(PREFIX_AND_SUM, "prefix")(a, expected)
+    assert np.array_equal(b, expected)

@@ -30,7 +30,7 @@ from .reduction import (
     MIN_REDUCTION_TRIP,
     REDUCTION_THREADS,
     Carried,
-    reduction_loop,
+    reduction_loops,
     tree_kernel,
 )
 
@@ -178,7 +178,7 @@ def _launch(
     by_axis = list(reversed(band))  # x is the innermost loop
     tree = _tree_reduction(band, reassociate)
     if tree is not None:
-        return _tree_launch(outer, band, tree[0], tree[1], block, grid, info)
+        return _tree_launch(outer, band, tree, block, grid, info)
     with ir.InsertionPoint(outer), outer.location:
         lows, trips, steps, known = [], [], [], []
         zero = _index(0)
@@ -280,7 +280,7 @@ def _trip(loop: ir.Operation) -> int | None:
 
 def _tree_reduction(
     band: list[ir.Operation], reassociate: bool
-) -> tuple[ir.Operation, list[Carried]] | None:
+) -> list[tuple[ir.Operation, list[Carried]]] | None:
     """The reduction loop of the band's body to share out over a block's threads
     (reduction.py), when the band has few points and the loop many iterations."""
     points = 1
@@ -292,12 +292,11 @@ def _tree_reduction(
     if points >= MAX_POINTS_FOR_TREE:
         return None
     body = band[-1].regions[0].blocks[0]
-    ivs = [b.regions[0].blocks[0].arguments[0] for b in band]
-    found = reduction_loop(body, ivs, reassociate)
+    found = reduction_loops(body, reassociate)
     if found is None:
         return None
-    trip = _trip(found[0])
-    if trip is not None and trip < MIN_REDUCTION_TRIP:
+    trips = [_trip(loop) for loop, _ in found]
+    if all(trip is not None and trip < MIN_REDUCTION_TRIP for trip in trips):
         return None
     return found
 
@@ -305,8 +304,7 @@ def _tree_reduction(
 def _tree_launch(
     outer: ir.Operation,
     band: list[ir.Operation],
-    loop: ir.Operation,
-    carried: list[Carried],
+    loops: list[tuple[ir.Operation, list[Carried]]],
     block: Sequence[int] | None,
     grid: Sequence[int] | None,
     info: LaunchInfo,
@@ -320,7 +318,7 @@ def _tree_launch(
     while threads * 2 <= wanted:
         threads *= 2  # the tree halves the active threads: a power of two
     loc = outer.location
-    reduction_position = source_position(loop.location)
+    reduction_positions = [source_position(loop.location) for loop, _ in loops]
     with ir.InsertionPoint(outer), loc:
         one = _index(1)
         trips, lows, steps = [], [], []
@@ -361,17 +359,15 @@ def _tree_launch(
     with ir.InsertionPoint(body), loc:
         gpu.TerminatorOp()
     ivs = [axis_loop.regions[0].blocks[0].arguments[0] for axis_loop in by_axis]
-    tree_kernel(
-        band[-1].regions[0].blocks[0], ivs, points, loop, carried, thread_x, threads, ip, loc
-    )
+    top = ir.InsertionPoint(next(op.operation for op in body.operations))
+    tree_kernel(band[-1].regions[0].blocks[0], ivs, points, loops, thread_x, threads, ip, top, loc)
     for k, axis_loop in enumerate(by_axis):
         position = source_position(axis_loop.location)
         info.loops.append(MappedLoop(position.line if position else None, f"blocks {AXES[k]}"))
-    info.loops.append(
-        MappedLoop(reduction_position.line if reduction_position else None, "threads x (tree)")
-    )
+    for position in reduction_positions:
+        info.loops.append(MappedLoop(position.line if position else None, "threads x (tree)"))
     info.block = (threads,)
-    info.tree = [c.floating for c in carried]
+    info.tree = [c.floating for _, carried in loops for c in carried]
     outer.erase()
     _sink_constants(launch.operation)
     return info

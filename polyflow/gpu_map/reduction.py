@@ -64,25 +64,46 @@ class Carried:
     floating: bool
 
 
-def reduction_loop(
-    body: ir.Block, ivs: list[ir.Value], reassociate: bool
-) -> tuple[ir.Operation, list[Carried]] | None:
-    """The loop of `body` (a band's innermost body) that qualifies for a tree reduction (module
-    docstring), with how each carried value combines; None when there is none."""
+def reduction_loops(
+    body: ir.Block, reassociate: bool
+) -> list[tuple[ir.Operation, list[Carried]]] | None:
+    """The loops of `body` (a band's innermost body) to share out over a block's threads, each
+    with how its carried values combine: every top-level loop that carries values must qualify
+    (module docstring); None when one does not, or there is none."""
     ops = [op.operation for op in body.operations]
     loops = [op for op in ops if op.name == "scf.for" and len(op.results) > 0]
-    if len(loops) != 1:
+    if not loops:
         return None
-    loop = loops[0]
-    position = ops.index(loop)
-    pre, post = ops[:position], ops[position + 1 : -1]
-    if any(_inside(v, pre) for op in post for v in _operands(op) if not _pure_from(v, pre)):
-        return None
-    if any(_inside(v, pre) and not _pure_from(v, pre) for v in _operands_of_body(loop)):
-        return None
-    for bound in loop.operands[:3]:
-        if _inside(bound, pre) and not _pure_from(bound, pre):
+    out = []
+    for loop in loops:
+        carried = _carried(loop, reassociate)
+        if carried is None:
             return None
+        out.append((loop, carried))
+    return out
+
+
+_WRITES = frozenset(
+    {
+        "memref.store",
+        "memref.atomic_rmw",
+        "memref.generic_atomic_rmw",
+        "memref.copy",
+        "func.call",
+        "func.call_indirect",
+        "llvm.call",
+        "llvm.store",
+        "vector.store",
+    }
+)
+
+
+def _carried(loop: ir.Operation, reassociate: bool) -> list[Carried] | None:
+    """How each value `loop` carries combines, or None when its iterations cannot run at once:
+    it writes memory (its iterations might depend on each other), or a carried value is used
+    other than by its one update (a running sum)."""
+    if any(_writes(op.operation) for op in loop.regions[0].blocks[0].operations):
+        return None
     inner = loop.regions[0].blocks[0]
     carried_args = list(inner.arguments)[1:]
     yielded = list([op.operation for op in inner.operations][-1].operands)
@@ -98,6 +119,8 @@ def reduction_loop(
             return None
         if left and update.operands[0] != arg:
             return None
+        if len(list(update.results[0].uses)) != 1:  # only the yield may read the update
+            return None
         floating = update.name.endswith("f")
         if floating and not reassociate:
             return None
@@ -106,8 +129,18 @@ def reduction_loop(
             "mul": "mulf" if floating else "muli",
         }.get(family, update.name.split(".", 1)[1])
         out.append(Carried(f"arith.{combine}", floating))
-    del ivs
-    return loop, out
+    return out
+
+
+def _writes(op: ir.Operation) -> bool:
+    if op.name in _WRITES:
+        return True
+    return any(
+        _writes(inner.operation)
+        for region in op.regions
+        for block in region.blocks
+        for inner in block.operations
+    )
 
 
 def _operands(op: ir.Operation) -> list[ir.Value]:
@@ -183,95 +216,187 @@ def tree_kernel(
     body: ir.Block,
     point_ivs: list[ir.Value],
     point_values: list[ir.Value],
-    loop: ir.Operation,
-    carried: list[Carried],
+    loops: list[tuple[ir.Operation, list[Carried]]],
     thread: ir.Value,
     threads: int,
     ip: ir.InsertionPoint,
+    top: ir.InsertionPoint,
     loc: ir.Location,
 ) -> None:
     """Emit at `ip` (inside the block-uniform loops over the band's points, whose indices are
-    `point_values`) the per-point work of the module docstring, moving `body`'s ops; `thread`
-    is threadIdx.x of `threads` (a power of two)."""
-    ops = [op.operation for op in body.operations][:-1]
-    position = ops.index(loop)
-    pre, post = ops[:position], ops[position + 1 :]
-    pure = [
-        op
-        for op in pre
-        if op.name.startswith(("arith.", "math.", "index."))
-        and not op.regions
-        and all(_pure_from(v, pre) for v in op.results)
-    ]
+    `point_values`) the per-point work of the module docstring, moving `body`'s ops: the code
+    between the reduction loops runs in thread 0, each loop over all `threads` (threadIdx.x
+    `thread`, a power of two) with a tree. Values that pass from one part to another go through
+    shared slots (made at `top`), except index arithmetic, computed again where needed."""
     for old, new in zip(point_ivs, point_values, strict=True):
         old.replace_all_uses_with(new)
+    ops = [op.operation for op in body.operations][:-1]
+    loop_ops = [loop for loop, _ in loops]
+    parts: list[list[ir.Operation]] = [[]]  # serial parts (thread 0) between the loops
+    for op in ops:
+        if any(op == loop for loop in loop_ops):
+            parts.append([])
+        else:
+            parts[-1].append(op)
+    recomputable = _recomputable(ops, loop_ops)
+    # the operands of every op as written: moving a part remaps its ops' operands, and the
+    # clones of index arithmetic made for other parts must start from the originals
+    written = [list(op.operands) for op in ops]
+
+    def clones(values: list[ir.Value], here: int | None) -> dict[ir.Value, ir.Value]:
+        mapping: dict[ir.Value, ir.Value] = {}
+        for op in _needed_ops(values, recomputable, ops):
+            if here is not None and made.get(op.results[0]) == here:
+                continue  # this part has it already
+            copy = op.clone()
+            for index, operand in enumerate(written[_index_of(ops, op)]):
+                copy.operands[index] = mapping.get(operand, operand)
+            for old, new in zip(op.results, copy.results, strict=True):
+                mapping[old] = new
+        return mapping
+
+    # where each value is made: serial part k, or a loop's result in the serial part after it
+    made: dict[ir.Value, int] = {}
+    for k, part in enumerate(parts):
+        for op in part:
+            for result in op.results:
+                made[result] = k
+    for k, loop in enumerate(loop_ops):
+        for result in loop.results:
+            made[result] = k + 1
+    # what each part uses: serial part k (with the combination of loop k-1), loop k
+    serial_uses = [
+        [v for op in part for v in _operands(op)]
+        + (list(loop_ops[k - 1].operands)[3:] if k > 0 else [])
+        for k, part in enumerate(parts)
+    ]
+    loop_uses = [list(loop.operands)[:3] + _operands_of_body(loop) for loop in loop_ops]
+
+    def crossing(values: list[ir.Value], here: int | None) -> list[ir.Value]:
+        out: list[ir.Value] = []
+        for value in values:
+            if value in made and made[value] != here and value not in recomputable:
+                if not any(value == seen for seen in out):
+                    out.append(value)
+        return out
+
+    incoming_serial = [crossing(uses, k) for k, uses in enumerate(serial_uses)]
+    incoming_loop = [crossing(uses, None) for uses in loop_uses]
+    needed = [v for group in incoming_serial + incoming_loop for v in group]
+    slots: dict[ir.Value, ir.Value] = {}
+    with top, loc:
+        for value in needed:
+            if value not in slots:
+                slots[value] = _shared([1], value.type)
+        partials = [
+            [_shared([threads], v.type) for v in list(loop.operands)[3:]] for loop in loop_ops
+        ]
     with ip, loc:
-        initial = list(loop.operands)[3:]
-        slots = [_shared([1], v.type) for v in initial]
-        partials = [_shared([threads], v.type) for v in initial]
-        first = arith.CmpIOp(arith.CmpIPredicate.eq, thread, _index(0)).result
-        before = scf.IfOp(first)
-    with ir.InsertionPoint(before.then_block), loc:
-        end_before = scf.YieldOp([])
-    for op in pre:
-        op.move_before(end_before)
-    with ir.InsertionPoint(end_before), loc:
         zero = _index(0)
-        for slot, value in zip(slots, initial, strict=True):
-            memref.StoreOp(value, slot, [zero])
-    with ip, loc:
-        mapping = _clone(pure)  # the index arithmetic the loop and the rest need, per thread
-        low, high, step = (mapping.get(v, v) for v in list(loop.operands)[:3])
-        start = arith.AddIOp(low, arith.MulIOp(thread, step).result).result
-        stride = arith.MulIOp(step, _index(threads)).result
-        identities = [identity(c.combine, v.type) for c, v in zip(carried, initial, strict=True)]
-        shared_loop = scf.ForOp(start, high, stride, identities)
-    old_body = loop.regions[0].blocks[0]
-    for op in [o.operation for o in old_body.operations]:
-        shared_loop.body.append(op)
-    for old, new in zip(
-        old_body.arguments,
-        [shared_loop.induction_variable, *shared_loop.inner_iter_args],
-        strict=True,
-    ):
-        old.replace_all_uses_with(new)
-    _remap([o.operation for o in shared_loop.body.operations], mapping)
-    with ip, loc:
-        for buffer, value in zip(partials, shared_loop.results, strict=True):
-            memref.StoreOp(value, buffer, [thread])
-        gpu.BarrierOp()
-        width = threads // 2
-        while width >= 1:
-            active = arith.CmpIOp(arith.CmpIPredicate.ult, thread, _index(width)).result
-            step_if = scf.IfOp(active)
-            with ir.InsertionPoint(step_if.then_block):
-                other = arith.AddIOp(thread, _index(width)).result
-                for buffer, c in zip(partials, carried, strict=True):
-                    mine = memref.LoadOp(buffer, [thread]).result
-                    theirs = memref.LoadOp(buffer, [other]).result
-                    memref.StoreOp(_combine(c.combine, mine, theirs), buffer, [thread])
-                scf.YieldOp([])
+    for k, part in enumerate(parts):
+        with ip, loc:
+            first = arith.CmpIOp(arith.CmpIPredicate.eq, thread, _index(0)).result
+            serial = scf.IfOp(first)
+        with ir.InsertionPoint(serial.then_block), loc:
+            end = scf.YieldOp([])
+        with ir.InsertionPoint(end), loc:
+            mapping = {v: memref.LoadOp(slots[v], [_index(0)]).result for v in incoming_serial[k]}
+            mapping.update(clones(serial_uses[k], k))
+            if k > 0:  # the previous loop's results: its initial values combined with the tree's
+                loop = loop_ops[k - 1]
+                initial = [mapping.get(v, v) for v in list(loop.operands)[3:]]
+                for result, start, buffer, c in zip(
+                    loop.results, initial, partials[k - 1], loops[k - 1][1], strict=True
+                ):
+                    total = memref.LoadOp(buffer, [_index(0)]).result
+                    combined = _combine(c.combine, start, total)
+                    result.replace_all_uses_with(combined)
+        for op in part:
+            op.move_before(end)
+        _remap(part, mapping)
+        with ir.InsertionPoint(end), loc:
+            for value, slot in slots.items():
+                if made.get(value) == k:
+                    memref.StoreOp(value, slot, [_index(0)])
+        with ip, loc:
             gpu.BarrierOp()
-            width //= 2
-        last = arith.CmpIOp(arith.CmpIPredicate.eq, thread, _index(0)).result
-        after = scf.IfOp(last)
-    with ir.InsertionPoint(after.then_block), loc:
-        mapping_after = _clone(pure)
-        zero = _index(0)
-        results = []
-        for slot, buffer, c in zip(slots, partials, carried, strict=True):
-            start_value = memref.LoadOp(slot, [zero]).result
-            total = memref.LoadOp(buffer, [zero]).result
-            results.append(_combine(c.combine, start_value, total))
-        end_after = scf.YieldOp([])
-    for old, new in zip(loop.results, results, strict=True):
-        old.replace_all_uses_with(new)
-    for op in post:
-        op.move_before(end_after)
-    _remap(post, mapping_after)
-    loop.erase()
-    with ip, loc:
-        gpu.BarrierOp()  # the next point's partials overwrite these
+        if k == len(loop_ops):
+            break
+        loop = loop_ops[k]
+        with ip, loc:
+            mapping = {v: memref.LoadOp(slots[v], [zero]).result for v in incoming_loop[k]}
+            mapping.update(clones(loop_uses[k], None))
+            low, high, step = (mapping.get(v, v) for v in list(loop.operands)[:3])
+            start = arith.AddIOp(low, arith.MulIOp(thread, step).result).result
+            stride = arith.MulIOp(step, _index(threads)).result
+            identities = [
+                identity(c.combine, v.type) for c, v in zip(loops[k][1], loop.results, strict=True)
+            ]
+            shared_loop = scf.ForOp(start, high, stride, identities)
+        old_body = loop.regions[0].blocks[0]
+        for op in [o.operation for o in old_body.operations]:
+            shared_loop.body.append(op)
+        for old, new in zip(
+            old_body.arguments,
+            [shared_loop.induction_variable, *shared_loop.inner_iter_args],
+            strict=True,
+        ):
+            old.replace_all_uses_with(new)
+        _remap([o.operation for o in shared_loop.body.operations], mapping)
+        with ip, loc:
+            for buffer, value in zip(partials[k], shared_loop.results, strict=True):
+                memref.StoreOp(value, buffer, [thread])
+            gpu.BarrierOp()
+            width = threads // 2
+            while width >= 1:
+                active = arith.CmpIOp(arith.CmpIPredicate.ult, thread, _index(width)).result
+                step_if = scf.IfOp(active)
+                with ir.InsertionPoint(step_if.then_block):
+                    other = arith.AddIOp(thread, _index(width)).result
+                    for buffer, c in zip(partials[k], loops[k][1], strict=True):
+                        mine = memref.LoadOp(buffer, [thread]).result
+                        theirs = memref.LoadOp(buffer, [other]).result
+                        memref.StoreOp(_combine(c.combine, mine, theirs), buffer, [thread])
+                    scf.YieldOp([])
+                gpu.BarrierOp()
+                width //= 2
+    for loop in reversed(loop_ops):
+        loop.erase()
+
+
+def _index_of(ops: list[ir.Operation], op: ir.Operation) -> int:
+    return next(k for k, candidate in enumerate(ops) if candidate == op)
+
+
+def _recomputable(ops: list[ir.Operation], loops: list[ir.Operation]) -> set[ir.Value]:
+    """The values of `ops` that are index arithmetic over values from outside `ops` (and each
+    other): computed again wherever they are needed."""
+    out: set[ir.Value] = set()
+    made = {r for op in ops for r in op.results} | {r for loop in loops for r in loop.results}
+    for op in ops:
+        if op.regions or not op.name.startswith(("arith.", "math.", "index.")):
+            continue
+        if all(v in out or v not in made for v in op.operands):
+            out.update(op.results)
+    return out
+
+
+def _needed_ops(
+    values: list[ir.Value], recomputable: set[ir.Value], order: list[ir.Operation]
+) -> list[ir.Operation]:
+    """The ops making the recomputable `values`, with those they need, in their order in
+    `order` (the body as it was)."""
+    wanted: list[ir.Operation] = []
+    pending = [v for v in values if v in recomputable]
+    while pending:
+        value = pending.pop()
+        op = value.owner.operation  # type: ignore[union-attr]
+        if any(op == seen for seen in wanted):
+            continue
+        wanted.append(op)
+        pending.extend(v for v in op.operands if v in recomputable)
+    rank = [next(k for k, o in enumerate(order) if o == op) for op in wanted]
+    return [op for _, op in sorted(zip(rank, wanted, strict=True), key=lambda pair: pair[0])]
 
 
 def _clone(ops: Sequence[ir.Operation]) -> dict[ir.Value, ir.Value]:
