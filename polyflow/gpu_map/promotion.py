@@ -309,12 +309,11 @@ def _rewrite(
         slots_shape = tuple(reversed(parts.threads))  # z, y, x
         slots = [_shared(slots_shape, v.type) for v in initial]
     guard_block = parts.guard.regions[0].blocks[0]
-    guard_end = _ops(guard_block)[-1]
     tid_index = list(reversed(parts.thread_ids[:depth]))  # slot subscripts: z, y, x
     # (1) the guard keeps the body before L; L's initial values go to the slots
-    body_after = _ops(guard_block)
-    position = body_after.index(loop)
-    post = body_after[position + 1 : -1]
+    written = _ops(guard_block)
+    position = written.index(loop)
+    post = written[position + 1 : -1]
     lower, upper = loop.operands[0], loop.operands[1]
     with ir.InsertionPoint(loop), loc:
         for slot, value in zip(slots, initial, strict=True):
@@ -374,7 +373,6 @@ def _rewrite(
         op.move_before(end_after)
     _remap(post, mapping_after)
     loop.erase()
-    del guard_end
     out = []
     for read, shape, tile in zip(reads, shapes, tiles, strict=True):
         element = ir.MemRefType(tile.type).element_type

@@ -22,7 +22,6 @@ unknown count.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mlir import ir
@@ -154,22 +153,6 @@ def _operands(op: ir.Operation) -> list[ir.Value]:
 
 def _operands_of_body(loop: ir.Operation) -> list[ir.Value]:
     return [v for op in loop.regions[0].blocks[0].operations for v in _operands(op.operation)]
-
-
-def _inside(value: ir.Value, ops: list[ir.Operation]) -> bool:
-    owner = value.owner
-    return not isinstance(owner, ir.Block) and any(owner.operation == op for op in ops)
-
-
-def _pure_from(value: ir.Value, pre: list[ir.Operation], depth: int = 0) -> bool:
-    """Whether `value`, if made by `pre`, is pure arithmetic over values from outside `pre`."""
-    owner = value.owner
-    if isinstance(owner, ir.Block) or not _inside(value, pre):
-        return True
-    op = owner.operation
-    if op.regions or not op.name.startswith(("arith.", "math.", "index.")) or depth > 16:
-        return False
-    return all(_pure_from(v, pre, depth + 1) for v in op.operands)
 
 
 def identity(combine: str, t: ir.Type) -> ir.Value:
@@ -397,18 +380,6 @@ def _needed_ops(
         pending.extend(v for v in op.operands if v in recomputable)
     rank = [next(k for k, o in enumerate(order) if o == op) for op in wanted]
     return [op for _, op in sorted(zip(rank, wanted, strict=True), key=lambda pair: pair[0])]
-
-
-def _clone(ops: Sequence[ir.Operation]) -> dict[ir.Value, ir.Value]:
-    mapping: dict[ir.Value, ir.Value] = {}
-    for op in ops:
-        clone = op.clone()
-        for index, operand in enumerate(clone.operands):
-            if operand in mapping:
-                clone.operands[index] = mapping[operand]
-        for old, new in zip(op.results, clone.results, strict=True):
-            mapping[old] = new
-    return mapping
 
 
 def _remap(ops: list[ir.Operation], mapping: dict[ir.Value, ir.Value]) -> None:
