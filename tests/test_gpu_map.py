@@ -636,3 +636,35 @@ def test_a_running_sum_is_not_a_tree() -> None:
     gpu.emulate(a, b)
     polyflow.compile_c(PREFIX_AND_SUM, "prefix")(a, expected)
     assert np.array_equal(b, expected)
+
+
+def test_softmax_and_layernorm_use_trees_under_reassociation() -> None:
+    """A max tree (identity -inf) then a sum tree in softmax; mean then variance in layernorm."""
+    import polyflow.tc as tc
+    from polyflow.tc_library import LIBRARY
+
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((5, 700)).astype(np.float32)
+    softmax = tc.define(
+        LIBRARY["softmax"], "softmax", target="cuda", options={"associative_math": True}
+    )
+    row_max, _e, total, y = softmax.emulate(x)
+    assert np.array_equal(row_max, x.max(axis=1))  # max is exact in any order
+    e = np.exp(x - x.max(axis=1)[:, None])
+    assert np.allclose(total, e.sum(axis=1), rtol=1e-4)
+    assert np.allclose(y, e / e.sum(axis=1)[:, None], rtol=1e-4, atol=1e-6)
+    kernels = [r for r in softmax.report.remarks if r.kind == "gpu-kernel"]
+    assert sum(r.message.count("(tree)") for r in kernels) == 2
+    g, b = rng.standard_normal(900).astype(np.float32), rng.standard_normal(900).astype(np.float32)
+    x = rng.standard_normal((4, 900)).astype(np.float32)
+    layernorm = tc.define(
+        LIBRARY["layernorm"], "layernorm", target="cuda", options={"associative_math": True}
+    )
+    mean, var, out = layernorm.emulate(x, g, b)
+    assert np.allclose(mean, x.mean(1), atol=1e-5) and np.allclose(var, x.var(1), rtol=1e-4)
+    assert np.allclose(
+        out,
+        g * (x - x.mean(1)[:, None]) / np.sqrt(x.var(1)[:, None] + 1e-5) + b,
+        rtol=1e-3,
+        atol=1e-4,
+    )
