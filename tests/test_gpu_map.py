@@ -668,3 +668,30 @@ def test_softmax_and_layernorm_use_trees_under_reassociation() -> None:
         rtol=1e-3,
         atol=1e-4,
     )
+
+
+ROW_SUMS_OF_ANY_SIZE = """
+void row_sums(int n, int m, long A[n][m], long out[n]) {
+  for (int i = 0; i < n; i++) {
+    long s = 3;
+    for (int j = 0; j < m; j++) s += A[i][j] * (j % 7);
+    out[i] = s;
+  }
+}
+"""
+
+
+def test_a_band_of_unknown_size_gets_both_kernels_and_the_host_chooses() -> None:
+    gpu = polyflow.compile_c(ROW_SUMS_OF_ANY_SIZE, "row_sums", target="cuda")
+    cpu = polyflow.compile_c(ROW_SUMS_OF_ANY_SIZE, "row_sums")
+    kernels = [
+        r.message for r in gpu.report.remarks if r.kind == "gpu-kernel" and r.function == "row_sums"
+    ]
+    assert len(kernels) == 2 and "(tree)" in kernels[0] and "fewer than 32768 points" in kernels[0]
+    rng = np.random.default_rng(8)
+    for n, m in ((6, 3000), (40000, 3), (0, 5)):
+        A = rng.integers(-9, 9, size=(n, m))
+        out, expected = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        gpu.emulate(n, m, A, out)
+        cpu(n, m, A, expected)
+        assert np.array_equal(out, expected), (n, m)

@@ -159,6 +159,11 @@ def _launch_remarks(launches: list[LaunchInfo], formed: KernelFormation) -> list
             for loop in launch.loops
         )
         shape = "×".join(str(t) for t in launch.block)
+        if launch.chosen_below is not None:
+            shape += (
+                f"; run when the band has fewer than {launch.chosen_below} points, the next "
+                "kernel otherwise"
+            )
         if any(launch.tree):
             out.append(
                 remark_at(

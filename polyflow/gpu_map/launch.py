@@ -63,6 +63,8 @@ class LaunchInfo:
     promoted: list[Promoted] = field(default_factory=list)
     # a tree reduction over the block's threads: for each carried value, whether it is a float
     tree: list[bool] = field(default_factory=list)
+    # the host runs this kernel when the band has fewer points than this (else the next one)
+    chosen_below: int | None = None
 
 
 def map_launches(
@@ -79,9 +81,48 @@ def map_launches(
     threads (reduction.py; floating-point ones with `reassociate` only); returns what each
     launch maps, in program order."""
     bands = list(_outermost_parallels(fn))
-    launches = [_launch(band, block, grid, shared_memory, reassociate) for band in bands]
+    launches: list[LaunchInfo] = []
+    for band in bands:
+        launches += _launches(band, block, grid, shared_memory, reassociate)
     _device_allocations(fn)
     return launches
+
+
+def _launches(
+    outer: ir.Operation,
+    block: Sequence[int] | None,
+    grid: Sequence[int] | None,
+    shared_memory: int,
+    reassociate: bool,
+) -> list[LaunchInfo]:
+    """The launch of one band; for a band whose size is known only when the program runs and
+    whose body qualifies for tree reductions, both kernels, the host choosing by the band's
+    size (`MAX_POINTS_FOR_TREE`)."""
+    band = _band(outer)
+    if _tree_reduction(band, reassociate, unknown_size=True) is None:
+        return [_launch(outer, block, grid, shared_memory, reassociate)]
+    loc = outer.location
+    with ir.InsertionPoint(outer), loc:
+        points = _index(1)
+        for loop in band:
+            low, high, step = list(loop.operands)[:3]
+            span = arith.SubIOp(high, low).result
+            trip = arith.MaxSIOp(arith.CeilDivSIOp(span, step).result, _index(0)).result
+            points = arith.MulIOp(points, trip).result
+        few = arith.CmpIOp(arith.CmpIPredicate.slt, points, _index(MAX_POINTS_FOR_TREE)).result
+        choice = scf.IfOp(few, has_else=True)
+    with ir.InsertionPoint(choice.then_block), loc:
+        end_then = scf.YieldOp([])
+    with ir.InsertionPoint(choice.else_block), loc:
+        end_else = scf.YieldOp([])
+    copy = outer.clone(ip=ir.InsertionPoint(end_then))
+    outer.move_before(end_else)
+    copy_band = _band(copy)
+    loops = _tree_reduction(copy_band, reassociate, unknown_size=True)
+    assert loops is not None  # a copy qualifies as the original did
+    tree = _tree_launch(copy, copy_band, loops, block, grid, LaunchInfo(loc))
+    tree.chosen_below = MAX_POINTS_FOR_TREE
+    return [tree, _launch(outer, block, grid, shared_memory, reassociate)]
 
 
 def _outermost_parallels(op: ir.Operation) -> list[ir.Operation]:
@@ -172,7 +213,7 @@ def _launch(
     shared_memory: int,
     reassociate: bool = False,
 ) -> LaunchInfo:
-    band = _band(outer)
+    band = _band(outer)  # (a second call finds the ops between its loops hoisted already)
     info = LaunchInfo(outer.location)
     depth = len(band)
     by_axis = list(reversed(band))  # x is the innermost loop
@@ -279,17 +320,19 @@ def _trip(loop: ir.Operation) -> int | None:
 
 
 def _tree_reduction(
-    band: list[ir.Operation], reassociate: bool
+    band: list[ir.Operation], reassociate: bool, *, unknown_size: bool = False
 ) -> list[tuple[ir.Operation, list[Carried]]] | None:
-    """The reduction loop of the band's body to share out over a block's threads
-    (reduction.py), when the band has few points and the loop many iterations."""
+    """The reduction loops of the band's body to share out over a block's threads
+    (reduction.py), when the band has few points and the loops many iterations; with
+    `unknown_size`, only for a band whose size is not known here (the host then chooses)."""
     points = 1
     for loop in band:
         trip = _trip(loop)
         if trip is None:
-            return None
+            points = -1
+            break
         points *= trip
-    if points >= MAX_POINTS_FOR_TREE:
+    if unknown_size != (points < 0) or points >= MAX_POINTS_FOR_TREE:
         return None
     body = band[-1].regions[0].blocks[0]
     found = reduction_loops(body, reassociate)
