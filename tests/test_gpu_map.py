@@ -413,7 +413,8 @@ def test_a_whole_program_for_cuda_copies_its_arrays_and_launches_through_the_run
     exe = tmp_path / "scale"
     report = polyflow.build_program(source, exe, options=Options(opt_level=3, target="cuda"))
     kinds = [r.kind for r in report.report.remarks if r.stage == "gpu"]
-    assert "gpu-kernel" in kinds and "gpu-resources" in kinds, kinds
+    assert "gpu-kernel" in kinds, kinds
+    assert "gpu-resources" in kinds or shutil.which("ptxas") is None, kinds
     symbols = subprocess.run(["nm", str(exe)], capture_output=True, text=True).stdout
     assert "mgpuLaunchKernel" in symbols and "mgpuMemcpy" in symbols
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
