@@ -53,9 +53,10 @@ from mlir import ir
 from mlir.dialects import affine
 from mlir.passmanager import PassManager
 
-from polyflow.ir.aliasing import VIEW_OPS, may_alias, view_root
+from polyflow.ir.aliasing import VIEW_OPS, has_argument_attribute, may_alias, view_root
 from polyflow.ir.names import (
     INDEPENDENT_ATTR,
+    NOALIAS_ATTR,
     PARALLEL_LOOP_ATTR,
     REASSOCIATED_ATTR,
     REDUCTIONS_ATTR,
@@ -451,12 +452,58 @@ def _strip_iter_args(loop: ir.Operation) -> None:
     loop.erase()
 
 
-def memory_parallel_loops(fn: ir.Operation) -> list[bool]:
+def _drop_read_only_gathers(fn: ir.Operation) -> None:
+    """Replace each `memref.load` of `fn` from a function argument that nothing in `fn` writes
+    (and that aliases no written argument: every written one is marked `noalias`) by a zero."""
+    written: list[ir.Value] = []
+    loads: list[ir.Operation] = []
+    calls = False
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal calls
+        if op.name in ("affine.store", "memref.store", "affine.vector_store", "memref.atomic_rmw"):
+            written.append(view_root(op.operands[1]))
+        elif op.name in _CALL_OPS:
+            calls = True
+        elif op.name == "memref.load":
+            loads.append(op)
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit)
+    if calls:
+        return
+    arguments = list(fn.regions[0].blocks[0].arguments)
+    for load in loads:
+        array = view_root(load.operands[0])
+        if not any(array == a for a in arguments) or any(array == w for w in written):
+            continue
+        if any(not has_argument_attribute(w, NOALIAS_ATTR) for w in written):
+            continue  # a written array might be this one
+        element = load.results[0].type
+        with ir.InsertionPoint(load), load.location:
+            zero = (
+                ir.FloatAttr.get(element, 0.0)
+                if isinstance(element, ir.FloatType)
+                else ir.IntegerAttr.get(element, 0)
+            )
+            constant = ir.Operation.create(
+                "arith.constant", results=[element], attributes={"value": zero}
+            )
+        load.results[0].replace_all_uses_with(constant.results[0])
+        load.erase()
+
+
+def memory_parallel_loops(fn: ir.Operation, *, read_only_gathers: bool = False) -> list[bool]:
     """For each loop of `fn` in `_loops` order: whether upstream's dependence analysis finds
-    no dependence carried by it through memory and no op with unknown effects in it."""
+    no dependence carried by it through memory and no op with unknown effects in it. With
+    `read_only_gathers`, reads whose subscripts are data (`memref.load`, which upstream's
+    analysis gives up on) of arrays `fn` never writes are left out of the question: nothing
+    they read changes while the loops run."""
     scratch = ir.Module.create(loc=fn.location)
     with ir.InsertionPoint(scratch.body):
         copy = fn.clone()
+    if read_only_gathers:
+        _drop_read_only_gathers(copy)
     carrying = [
         loop
         for loop in _loops(copy)
@@ -496,9 +543,7 @@ def choose_parallel_loops(
     if len(oracle) != len(loops):
         raise RuntimeError("the dependence oracle's copy lost track of the loops")
     floats, ints = parallel_reductions and reassociate, parallel_reductions
-    plain = _choose(
-        fn, loops, oracle, trust_isl=False, floats=floats, ints=ints, min_trip=min_trip
-    )
+    plain = _choose(fn, loops, oracle, trust_isl=False, floats=floats, ints=ints, min_trip=min_trip)
     hoisted = _choose(
         fn, loops, oracle, trust_isl=True, floats=floats, ints=ints, min_trip=min_trip
     )
@@ -739,7 +784,7 @@ def mark_parallel_loops(fn: ir.Operation) -> int:
     isl's `INDEPENDENT_ATTR`), no carried values (reductions stay sequential in a thread), no
     call inside, no aliasing conflict, not in or around an else region. Returns how many."""
     loops = list(_loops(fn))
-    oracle = memory_parallel_loops(fn)
+    oracle = memory_parallel_loops(fn, read_only_gathers=True)
     if len(oracle) != len(loops):
         raise RuntimeError("the dependence oracle's copy lost track of the loops")
     marked = 0
