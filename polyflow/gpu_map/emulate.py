@@ -18,12 +18,18 @@ once per block. `gpu.alloc`/`gpu.dealloc`/`gpu.memcpy` become their host equival
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from mlir import ir
-from mlir.dialects import arith, func, memref, scf
+from mlir.dialects import func, memref, scf
 
 from polyflow.ir.names import SHARED_ATTR, symbol_name
+from polyflow.ir.ops import (
+    all_operands,
+    index_value,
+    nested_in_any,
+    ops_named,
+    remap_operands,
+    walk,
+)
 
 _PURE_PREFIXES = ("arith.", "math.", "index.")
 _AXES = {"x": 0, "y": 1, "z": 2}
@@ -56,7 +62,7 @@ def emulate_kernels(module: ir.Module) -> int:
             op.erase()
         for op in [o.operation for o in module.body.operations]:
             if op.name == "func.func":
-                for launch in _ops_named(op, "gpu.launch_func"):
+                for launch in ops_named(op, "gpu.launch_func"):
                     _call_instead(launch, names)
                 _host_memory(op)
         if "gpu.container_module" in module.operation.attributes:
@@ -78,17 +84,8 @@ def _cpu_kernel(kernel: ir.Operation, name: str) -> ir.Operation:
     for old, new in zip(old_entry.arguments, args[6:], strict=True):
         old.replace_all_uses_with(new)
     ops = [o.operation for o in old_entry.operations]
+    block_ivs, ip = _loops_over(grid, ir.InsertionPoint(entry), kernel.location)
     with ir.InsertionPoint(entry), kernel.location:
-        zero, one = _index(0), _index(1)
-        ip = ir.InsertionPoint(entry)
-        block_ivs: list[ir.Value] = [zero, zero, zero]
-        for axis in (2, 1, 0):  # z outermost
-            with ip:
-                loop = scf.ForOp(zero, grid[axis], one)
-            with ir.InsertionPoint(loop.body):
-                end = scf.YieldOp([])
-            ip = ir.InsertionPoint(end)
-            block_ivs[axis] = loop.induction_variable
         func.ReturnOp([])
     thread_ids: list[list[ir.Value]] = [[], [], []]
     body_ops = []
@@ -110,9 +107,9 @@ def _cpu_kernel(kernel: ir.Operation, name: str) -> ir.Operation:
     nested = [
         inner
         for op in body_ops
-        for inner in _ops_named(op, "gpu.thread_id")
-        + _ops_named(op, "gpu.block_id")
-        + _ops_named(op, "gpu.return")
+        for inner in ops_named(op, "gpu.thread_id")
+        + ops_named(op, "gpu.block_id")
+        + ops_named(op, "gpu.return")
     ]
     if nested:
         raise NotEmulatable(f"{nested[0].name} nested in the kernel's control flow")
@@ -122,6 +119,24 @@ def _cpu_kernel(kernel: ir.Operation, name: str) -> ir.Operation:
     for op in id_ops:
         op.erase()
     return fn.operation
+
+
+def _loops_over(
+    sizes: list[ir.Value], ip: ir.InsertionPoint, loc: ir.Location
+) -> tuple[list[ir.Value], ir.InsertionPoint]:
+    """Loops over `sizes` (x, y, z; z outermost) at `ip`: their induction variables (x, y, z)
+    and the insertion point inside the innermost."""
+    with ip, loc:
+        zero, one = index_value(0), index_value(1)
+    ivs: list[ir.Value] = [zero, zero, zero]
+    for axis in (2, 1, 0):
+        with ip, loc:
+            loop = scf.ForOp(zero, sizes[axis], one)
+        with ir.InsertionPoint(loop.body), loc:
+            end = scf.YieldOp([])
+        ip = ir.InsertionPoint(end)
+        ivs[axis] = loop.induction_variable
+    return ivs, ip
 
 
 def _axis(op: ir.Operation) -> int:
@@ -147,38 +162,10 @@ def _call_instead(launch: ir.Operation, names: dict[str, str]) -> None:
     launch.erase()
 
 
-def _ops_named(op: ir.Operation, name: str) -> list[ir.Operation]:
-    found: list[ir.Operation] = []
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                inner = inner.operation
-                if inner.name == name:
-                    found.append(inner)
-                else:
-                    found += _ops_named(inner, name)
-    return found
-
-
-def _contains(op: ir.Operation, wanted: Callable[[ir.Operation], bool]) -> bool:
-    if wanted(op):
-        return True
-    return any(
-        _contains(inner.operation, wanted)
-        for region in op.regions
-        for block in region.blocks
-        for inner in block.operations
-    )
-
-
-def _index(value: int) -> ir.Value:
-    return arith.ConstantOp(ir.IndexType.get(), value).result
-
-
 def _depends_on(op: ir.Operation, values: list[ir.Value]) -> bool:
     """Whether `op` (or an op nested in it) uses one of `values`, directly or through the ops of
     the same block that compute its operands."""
-    for operand in _all_operands(op):
+    for operand in all_operands(op):
         if any(operand == v for v in values):
             return True
         owner = operand.owner
@@ -196,15 +183,6 @@ def _value_depends(value: ir.Value, values: list[ir.Value], depth: int = 0) -> b
     if isinstance(owner, ir.Block) or depth > 32:
         return False
     return any(_value_depends(v, values, depth + 1) for v in owner.operation.operands)
-
-
-def _all_operands(op: ir.Operation) -> list[ir.Value]:
-    out = list(op.operands)
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                out += _all_operands(inner.operation)
-    return out
 
 
 def _flat(values: list[list[ir.Value]]) -> list[ir.Value]:
@@ -238,7 +216,7 @@ def _threads(
             _thread_loops(piece, ip, thread_ids, block, loc, recomputed)
             piece = []
             op.erase()
-        elif _contains(op, lambda inner: inner.name == "gpu.barrier"):
+        elif any(inner.name == "gpu.barrier" for inner in walk(op)):
             if op.name != "scf.for" or any(
                 _value_depends(v, _flat(thread_ids)) for v in op.operands
             ):
@@ -284,17 +262,7 @@ def _thread_loops(
     with clones of the `recomputed` ops its ops use."""
     if not piece:
         return
-    with ip, loc:
-        zero, one = _index(0), _index(1)
-    inner_ip = ip
-    ivs: list[ir.Value] = []
-    for axis in (2, 1, 0):
-        with inner_ip, loc:
-            loop = scf.ForOp(zero, block[axis], one)
-        with ir.InsertionPoint(loop.body), loc:
-            end = scf.YieldOp([])
-        inner_ip = ir.InsertionPoint(end)
-        ivs.insert(0, loop.induction_variable)
+    ivs, inner_ip = _loops_over(block, ip, loc)
     anchor = _anchor(inner_ip)
     needed = _needed(piece, recomputed or [])
     mapping: dict[ir.Value, ir.Value] = {}
@@ -306,7 +274,7 @@ def _thread_loops(
         mapping[op.results[0]] = clone.results[0]
     for op in piece:
         op.move_before(anchor)
-        _remap_operands(op, mapping)
+        remap_operands([op], mapping)
     piece = [*(mapping[op.results[0]].owner.operation for op in needed), *piece]
     old = [value for axis in range(3) for value in thread_ids[axis]]
     new = [ivs[axis] for axis in range(3) for _ in thread_ids[axis]]
@@ -315,7 +283,7 @@ def _thread_loops(
     for op in piece:
         for result in op.results:
             for use in result.uses:
-                if not _inside_any(use.owner.operation, piece):
+                if not nested_in_any(use.owner.operation, piece):
                     raise NotEmulatable(
                         "a value a thread computes before a barrier is used after it"
                     )
@@ -330,7 +298,7 @@ def _needed(piece: list[ir.Operation], recomputed: list[ir.Operation]) -> list[i
     """The `recomputed` ops whose values `piece` uses, directly or through each other, in the
     order of `recomputed`."""
     wanted: set[int] = set()
-    pending = [v for op in piece for v in _all_operands(op)]
+    pending = [v for op in piece for v in all_operands(op)]
     index = {op.results[0]: k for k, op in enumerate(recomputed)}
     while pending:
         value = pending.pop()
@@ -339,26 +307,6 @@ def _needed(piece: list[ir.Operation], recomputed: list[ir.Operation]) -> list[i
             wanted.add(k)
             pending.extend(recomputed[k].operands)
     return [recomputed[k] for k in sorted(wanted)]
-
-
-def _remap_operands(op: ir.Operation, mapping: dict[ir.Value, ir.Value]) -> None:
-    for index, operand in enumerate(op.operands):
-        if operand in mapping:
-            op.operands[index] = mapping[operand]
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                _remap_operands(inner.operation, mapping)
-
-
-def _inside_any(op: ir.Operation, ancestors: list[ir.Operation]) -> bool:
-    current: ir.Operation | None = op
-    while current is not None:
-        if any(current == a for a in ancestors):
-            return True
-        parent = current.parent
-        current = parent.operation if parent is not None else None
-    return False
 
 
 def _replace_operands(op: ir.Operation, old: list[ir.Value], new: list[ir.Value]) -> None:
@@ -375,17 +323,17 @@ def _replace_operands(op: ir.Operation, old: list[ir.Value], new: list[ir.Value]
 def _host_memory(fn: ir.Operation) -> None:
     """`gpu.alloc` → `memref.alloc`, `gpu.dealloc` → `memref.dealloc`, `gpu.memcpy` →
     `memref.copy` (host memory stands in for the GPU's)."""
-    for op in _ops_named(fn, "gpu.alloc"):
+    for op in ops_named(fn, "gpu.alloc"):
         with ir.InsertionPoint(op), op.location:
             dynamic = [v for v in op.operands if isinstance(v.type, ir.IndexType)]
             host = memref.AllocOp(op.results[0].type, dynamic, []).result
         op.results[0].replace_all_uses_with(host)
         op.erase()
-    for op in _ops_named(fn, "gpu.dealloc"):
+    for op in ops_named(fn, "gpu.dealloc"):
         with ir.InsertionPoint(op), op.location:
             memref.DeallocOp(list(op.operands)[-1])
         op.erase()
-    for op in _ops_named(fn, "gpu.memcpy"):
+    for op in ops_named(fn, "gpu.memcpy"):
         target, source = list(op.operands)[-2:]
         with ir.InsertionPoint(op), op.location:
             memref.CopyOp(source, target)

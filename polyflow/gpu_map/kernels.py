@@ -27,12 +27,12 @@ memory steering the host's loops) raises `NotMappable` with the reason, before a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from mlir import ir
 
 from polyflow.ir.names import PARALLEL_LOOP_ATTR
+from polyflow.ir.ops import nested_in_any, walk
 
 # The ops that read or write memory, or whose effects are unknown; nested inside anything, they
 # put it on the GPU.
@@ -124,7 +124,7 @@ def form_kernels(
 
 
 def _form_kernels(fn: ir.Operation, whole: bool, host_calls: frozenset[str]) -> KernelFormation:
-    for op in _walk(fn):
+    for op in walk(fn):
         if any("f80" in str(v.type) for v in [*op.operands, *op.results]):
             raise NotMappable("it computes in long double (x87's 80 bits), which GPUs do not have")
     body = fn.regions[0].blocks[0]
@@ -148,24 +148,15 @@ def _is_terminator(op: ir.Operation) -> bool:
     return op.name in ("func.return", "affine.yield", "scf.yield", "gpu.terminator")
 
 
-def _walk(op: ir.Operation) -> Iterator[ir.Operation]:
-    """`op` and every op nested in it, pre-order."""
-    yield op
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                yield from _walk(inner.operation)
-
-
 def _contains_marked(op: ir.Operation) -> bool:
     return any(
-        inner.name == "affine.for" and PARALLEL_LOOP_ATTR in inner.attributes for inner in _walk(op)
+        inner.name == "affine.for" and PARALLEL_LOOP_ATTR in inner.attributes for inner in walk(op)
     )
 
 
 def _touches_memory(op: ir.Operation, host_calls: frozenset[str] = frozenset()) -> bool:
     return any(
-        inner.name in _MEMORY_OPS and not _host_call(inner, host_calls) for inner in _walk(op)
+        inner.name in _MEMORY_OPS and not _host_call(inner, host_calls) for inner in walk(op)
     )
 
 
@@ -195,7 +186,7 @@ def _check_host_control(fn: ir.Operation) -> None:
     """Raise `NotMappable` where host control flow (a sequential loop or an `if` the walk enters,
     around parallel loops) depends on values loaded from memory, or carries values: the host
     cannot read GPU memory."""
-    for op in _walk(fn):
+    for op in walk(fn):
         if op.name not in _HOST_CONTROL or not _contains_marked(op):
             continue
         if op.name == "affine.for" and PARALLEL_LOOP_ATTR in op.attributes:
@@ -267,7 +258,7 @@ def _flush(pending: list[ir.Operation], formed: KernelFormation) -> None:
         for result in op.results:
             for use in result.uses:
                 user = use.owner
-                if not _defined_in_op(user, pending):
+                if not nested_in_any(user, pending):
                     raise NotMappable(
                         "a value computed from GPU memory is used by the host "
                         f"({op.name} at {op.location})"
@@ -275,16 +266,6 @@ def _flush(pending: list[ir.Operation], formed: KernelFormation) -> None:
     _single_thread_kernel(list(pending))
     formed.single_thread += 1
     pending.clear()
-
-
-def _defined_in_op(user: ir.Operation | ir.OpView, ops: list[ir.Operation]) -> bool:
-    op: ir.Operation | None = user.operation
-    while op is not None:
-        if any(op == candidate for candidate in ops):
-            return True
-        parent = op.parent
-        op = parent.operation if parent is not None else None
-    return False
 
 
 def _single_thread_kernel(ops: list[ir.Operation]) -> ir.Operation:
@@ -356,7 +337,7 @@ def _band_kernel(loop: ir.Operation, formed: KernelFormation) -> ir.Operation:
         if inner is None:
             break
         band.append(inner)
-    for inner in _walk(band[-1]):
+    for inner in walk(band[-1]):
         if inner.name != "affine.for" or any(inner == b for b in band):
             continue
         formed.unmapped.append((inner.location, _why_in_thread(inner, len(band))))
@@ -440,7 +421,7 @@ def _coalescing_order(band: list[ir.Operation]) -> list[int]:
     keep the innermost."""
     ivs = [b.regions[0].blocks[0].arguments[0] for b in band]
     scores = [0] * len(band)
-    for op in _walk(band[-1]):
+    for op in walk(band[-1]):
         if op.name not in ("affine.load", "affine.store"):
             continue
         amap = ir.AffineMapAttr(op.attributes["map"]).value

@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from mlir import ir
 from mlir.dialects import arith, gpu, scf
 
+from polyflow.ir.affine import index_constant
 from polyflow.ir.locations import source_position
+from polyflow.ir.ops import index_value, nested_in, walk
 
 from .promotion import KernelParts, Promoted, promote_to_shared
 from .reduction import (
@@ -103,13 +105,13 @@ def _launches(
         return [_launch(outer, block, grid, shared_memory, reassociate)]
     loc = outer.location
     with ir.InsertionPoint(outer), loc:
-        points = _index(1)
+        points = index_value(1)
         for loop in band:
             low, high, step = list(loop.operands)[:3]
             span = arith.SubIOp(high, low).result
-            trip = arith.MaxSIOp(arith.CeilDivSIOp(span, step).result, _index(0)).result
+            trip = arith.MaxSIOp(arith.CeilDivSIOp(span, step).result, index_value(0)).result
             points = arith.MulIOp(points, trip).result
-        few = arith.CmpIOp(arith.CmpIPredicate.slt, points, _index(MAX_POINTS_FOR_TREE)).result
+        few = arith.CmpIOp(arith.CmpIPredicate.slt, points, index_value(MAX_POINTS_FOR_TREE)).result
         choice = scf.IfOp(few, has_else=True)
     with ir.InsertionPoint(choice.then_block), loc:
         end_then = scf.YieldOp([])
@@ -182,18 +184,6 @@ def _uses_any(op: ir.Operation, values: list[ir.Value]) -> bool:
     return any(operand == v for operand in op.operands for v in values)
 
 
-def _constant_index(value: ir.Value) -> int | None:
-    owner = value.owner
-    if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
-        return None
-    attr = owner.operation.attributes["value"]
-    return int(ir.IntegerAttr(attr).value) if isinstance(attr, ir.IntegerAttr) else None
-
-
-def _index(value: int) -> ir.Value:
-    return arith.ConstantOp(ir.IndexType.get(), value).result
-
-
 def block_shape(depth: int, trips: Sequence[int | None], block: Sequence[int] | None) -> list[int]:
     """Threads per axis (x first) for a band of `depth` loops whose trip counts (x first) are
     `trips` (None: unknown): `block` (x, y, z; missing axes 1) or the default, each shrunk to a
@@ -222,7 +212,7 @@ def _launch(
         return _tree_launch(outer, band, tree, block, grid, info)
     with ir.InsertionPoint(outer), outer.location:
         lows, trips, steps, known = [], [], [], []
-        zero = _index(0)
+        zero = index_value(0)
         for loop in by_axis:
             low, high, step = list(loop.operands)[:3]
             span = arith.SubIOp(high, low).result
@@ -230,7 +220,7 @@ def _launch(
             lows.append(low)
             steps.append(step)
             trips.append(trip)
-            lo_c, hi_c, st_c = (_constant_index(v) for v in (low, high, step))
+            lo_c, hi_c, st_c = (index_constant(v) for v in (low, high, step))
             known.append(
                 max(0, -(-(hi_c - lo_c) // st_c))
                 if lo_c is not None and hi_c is not None and st_c
@@ -241,14 +231,14 @@ def _launch(
             min(grid[k], GRID_LIMITS[k]) if grid is not None and k < len(grid) else GRID_LIMITS[k]
             for k in range(depth)
         ]
-        one = _index(1)
+        one = index_value(1)
         grid_sizes: list[ir.Value] = []
         for k in range(depth):
-            blocks = arith.CeilDivSIOp(trips[k], _index(threads[k])).result
-            blocks = arith.MinSIOp(blocks, _index(caps[k])).result
+            blocks = arith.CeilDivSIOp(trips[k], index_value(threads[k])).result
+            blocks = arith.MinSIOp(blocks, index_value(caps[k])).result
             grid_sizes.append(arith.MaxSIOp(blocks, one).result)  # a launch needs one block
         grid3 = ([*grid_sizes, one, one])[:3]
-        block3 = ([_index(t) for t in threads] + [one, one])[:3]
+        block3 = ([index_value(t) for t in threads] + [one, one])[:3]
         launch = gpu.LaunchOp(tuple(grid3), tuple(block3))
     body = launch.regions[0].blocks[0]
     args = list(body.arguments)
@@ -258,7 +248,7 @@ def _launch(
     tiles: list[scf.ForOp] = []
     for k in range(depth):
         with ip, loc:
-            size = _index(threads[k])
+            size = index_value(threads[k])
             start = arith.MulIOp(block_ids[k], size).result
             stride = arith.MulIOp(grid_dims[k], size).result
             tile = scf.ForOp(start, trips[k], stride)
@@ -292,7 +282,7 @@ def _launch(
         position = source_position(loop.location)
         info.loops.append(MappedLoop(position.line if position else None, AXES[k]))
     outer.erase()
-    step_values = [_constant_index(step) for step in steps]
+    step_values = [index_constant(step) for step in steps]
     if shared_memory > 0 and all(step is not None for step in step_values):
         parts = KernelParts(
             launch.operation,
@@ -313,7 +303,7 @@ def _launch(
 
 
 def _trip(loop: ir.Operation) -> int | None:
-    low, high, step = (_constant_index(v) for v in list(loop.operands)[:3])
+    low, high, step = (index_constant(v) for v in list(loop.operands)[:3])
     if low is None or high is None or not step:
         return None
     return max(0, -(-(high - low) // step))
@@ -363,12 +353,12 @@ def _tree_launch(
     loc = outer.location
     reduction_positions = [source_position(loop.location) for loop, _ in loops]
     with ir.InsertionPoint(outer), loc:
-        one = _index(1)
+        one = index_value(1)
         trips, lows, steps = [], [], []
         for axis_loop in by_axis:
             low, high, step = list(axis_loop.operands)[:3]
             trip = arith.MaxSIOp(
-                arith.CeilDivSIOp(arith.SubIOp(high, low).result, step).result, _index(0)
+                arith.CeilDivSIOp(arith.SubIOp(high, low).result, step).result, index_value(0)
             ).result
             trips.append(trip)
             lows.append(low)
@@ -380,8 +370,10 @@ def _tree_launch(
                 if grid is not None and k < len(grid)
                 else GRID_LIMITS[k]
             )
-            sizes.append(arith.MaxSIOp(arith.MinSIOp(trips[k], _index(cap)).result, one).result)
-        launch = gpu.LaunchOp(tuple(([*sizes, one, one])[:3]), (_index(threads), one, one))
+            sizes.append(
+                arith.MaxSIOp(arith.MinSIOp(trips[k], index_value(cap)).result, one).result
+            )
+        launch = gpu.LaunchOp(tuple(([*sizes, one, one])[:3]), (index_value(threads), one, one))
     body = launch.regions[0].blocks[0]
     args = list(body.arguments)
     block_ids, thread_x, grid_dims = args[0:3], args[3], args[6:9]
@@ -428,7 +420,7 @@ def _sink_constants(launch: ir.Operation) -> None:
             owner = operand.owner
             if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
                 continue
-            if _inside(owner.operation, launch):
+            if nested_in(owner.operation, launch):
                 continue
             key = str(owner.operation)
             if key not in clones:
@@ -446,28 +438,19 @@ def _sink_constants(launch: ir.Operation) -> None:
                 visit(inner.operation)
 
 
-def _inside(op: ir.Operation, ancestor: ir.Operation) -> bool:
-    parent = op.parent
-    while parent is not None:
-        if parent.operation == ancestor:
-            return True
-        parent = parent.parent
-    return False
-
-
 def _device_allocations(fn: ir.Operation) -> None:
     """Host allocations (`memref.alloca`/`alloc` at the function's top level) that kernels use
     become `gpu.alloc` (the kernels cannot reach host memory), freed where the program freed
     them (`alloc`) or before each return (`alloca`)."""
     body = fn.regions[0].blocks[0]
-    launches = [op for op in _all_ops(fn) if op.name == "gpu.launch"]
-    returns = [op for op in _all_ops(fn) if op.name == "func.return"]
+    launches = [op for op in walk(fn) if op.name == "gpu.launch"]
+    returns = [op for op in walk(fn) if op.name == "func.return"]
     for op in [o.operation for o in body.operations]:
         if op.name not in ("memref.alloca", "memref.alloc"):
             continue
         result = op.results[0]
         used = any(
-            _inside(use.owner.operation, launch) for use in result.uses for launch in launches
+            nested_in(use.owner.operation, launch) for use in result.uses for launch in launches
         )
         if not used:
             continue
@@ -489,13 +472,3 @@ def _device_allocations(fn: ir.Operation) -> None:
             for ret in returns:
                 with ir.InsertionPoint(ret), ret.location:
                     gpu.DeallocOp(None, [], device)
-
-
-def _all_ops(op: ir.Operation) -> list[ir.Operation]:
-    out = []
-    for region in op.regions:
-        for blk in region.blocks:
-            for inner in blk.operations:
-                out.append(inner.operation)
-                out += _all_ops(inner.operation)
-    return out

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
 
-from polyflow.ir.names import SHARED_ATTR
+from polyflow.ir.affine import index_constant
+from polyflow.ir.ops import all_operands, index_value, remap_operands, shared_buffer
 
 TILE_STEPS = (32, 16, 8, 4)
 
@@ -102,14 +103,6 @@ def _defined_inside(value: ir.Value, op: ir.Operation) -> bool:
     return False
 
 
-def _constant(value: ir.Value) -> int | None:
-    owner = value.owner
-    if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
-        return None
-    attr = owner.operation.attributes["value"]
-    return int(ir.IntegerAttr(attr).value) if isinstance(attr, ir.IntegerAttr) else None
-
-
 def _is_pure(op: ir.Operation) -> bool:
     return not op.regions and op.name.startswith(("arith.", "math.", "index."))
 
@@ -121,7 +114,7 @@ def _linear(
     (the same in every thread) and a constant; None when it is not one."""
     if any(value == leaf for leaf in leaves) or not _defined_inside(value, launch):
         return {value: 1}
-    constant = _constant(value)
+    constant = index_constant(value)
     if constant is not None:
         return {None: constant}
     owner = value.owner
@@ -140,7 +133,7 @@ def _linear(
         return out
     if op.name == "arith.muli":
         for this, other in ((0, 1), (1, 0)):
-            factor = _constant(op.operands[this])
+            factor = index_constant(op.operands[this])
             if factor is not None:
                 inner = _linear(op.operands[other], leaves, launch, depth + 1)
                 return None if inner is None else {k: v * factor for k, v in inner.items()}
@@ -168,9 +161,9 @@ def _plan(
     loops = [op for op in body if op.name == "scf.for"]
     written = _writes(parts.launch)
     for loop in loops:
-        step = _constant(loop.operands[2])
+        step = index_constant(loop.operands[2])
         bounds_uniform = all(
-            not _defined_inside(v, parts.guard) or _constant(v) is not None
+            not _defined_inside(v, parts.guard) or index_constant(v) is not None
             for v in loop.operands[:2]
         )
         if step != 1 or not bounds_uniform:
@@ -203,7 +196,7 @@ def _plan(
             (pre_pure if _is_pure(op) and not tainted else impure).append(op)
         initial = list(loop.operands)[3:]
         for op in [loop, *post]:
-            for value in _all_operands(op):
+            for value in all_operands(op):
                 produced = [r for o in impure for r in o.results]
                 if any(value == r for r in produced) and not (
                     op == loop and any(value == i for i in initial)
@@ -216,15 +209,6 @@ def _plan(
             if kept and total <= budget:
                 return loop, kept, tile_step, pre_pure
     return None
-
-
-def _all_operands(op: ir.Operation) -> list[ir.Value]:
-    out = list(op.operands)
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                out += _all_operands(inner.operation)
-    return out
 
 
 def _identity(t: ir.Type) -> bool:
@@ -277,16 +261,6 @@ def _tile_bytes(read: _Read, parts: KernelParts, tile_step: int, k: ir.Value) ->
 # ----- the rewrite
 
 
-def _index(value: int) -> ir.Value:
-    return arith.ConstantOp(ir.IndexType.get(), value).result
-
-
-def _shared(shape: tuple[int, ...], element: ir.Type) -> ir.Value:
-    alloca = memref.AllocaOp(ir.MemRefType.get(list(shape), element), [], [])
-    alloca.operation.attributes[SHARED_ATTR] = ir.UnitAttr.get()
-    return alloca.result
-
-
 def _rewrite(
     parts: KernelParts,
     loop: ir.Operation,
@@ -303,11 +277,11 @@ def _rewrite(
     shapes = [_tile_shape(r, parts, tile_step, k) for r in reads]
     with ir.InsertionPoint(first), loc:
         tiles = [
-            _shared(shape, ir.MemRefType(r.load.operands[0].type).element_type)
+            shared_buffer(shape, ir.MemRefType(r.load.operands[0].type).element_type)
             for r, shape in zip(reads, shapes, strict=True)
         ]
         slots_shape = tuple(reversed(parts.threads))  # z, y, x
-        slots = [_shared(slots_shape, v.type) for v in initial]
+        slots = [shared_buffer(slots_shape, v.type) for v in initial]
     guard_block = parts.guard.regions[0].blocks[0]
     tid_index = list(reversed(parts.thread_ids[:depth]))  # slot subscripts: z, y, x
     # (1) the guard keeps the body before L; L's initial values go to the slots
@@ -325,7 +299,7 @@ def _rewrite(
     # (2) the tile loop, after the guard
     after_guard = ir.InsertionPoint.after(parts.guard)  # type: ignore[attr-defined]
     with after_guard, loc:
-        strip = scf.ForOp(lower, upper, _index(tile_step))
+        strip = scf.ForOp(lower, upper, index_value(tile_step))
     with ir.InsertionPoint(strip.body), loc:
         kk = strip.induction_variable
         gpu.BarrierOp()  # the tiles of the previous step are no longer read
@@ -337,8 +311,8 @@ def _rewrite(
     with ir.InsertionPoint(compute.then_block), loc:
         mapping = _clone(pre_pure)
         carried = [memref.LoadOp(slot, tid_index).result for slot in slots]
-        stop = arith.MinSIOp(arith.AddIOp(kk, _index(tile_step)).result, upper).result
-        inner = scf.ForOp(kk, stop, _index(1), carried)
+        stop = arith.MinSIOp(arith.AddIOp(kk, index_value(tile_step)).result, upper).result
+        inner = scf.ForOp(kk, stop, index_value(1), carried)
         done = scf.YieldOp([])
     old_body = loop.regions[0].blocks[0]
     for op in _ops(old_body):  # L's body, its yield included, becomes the inner loop's
@@ -347,7 +321,7 @@ def _rewrite(
     new_args = [inner.induction_variable, *inner.inner_iter_args]
     for old, new in zip(old_args, new_args, strict=True):
         old.replace_all_uses_with(new)
-    _remap(_ops(inner.body), mapping)
+    remap_operands(_ops(inner.body), mapping)
     with ir.InsertionPoint(done), loc:
         for slot, result in zip(slots, inner.results, strict=True):
             memref.StoreOp(result, slot, tid_index)
@@ -371,7 +345,7 @@ def _rewrite(
         old.replace_all_uses_with(new)
     for op in post:
         op.move_before(end_after)
-    _remap(post, mapping_after)
+    remap_operands(post, mapping_after)
     loop.erase()
     out = []
     for read, shape, tile in zip(reads, shapes, tiles, strict=True):
@@ -387,7 +361,7 @@ def _origins(
     at the block's first point and `kk`, lowered where a coefficient is negative."""
     out = []
     for form in read.forms:
-        total = _index(form.get(None, 0))
+        total = index_value(form.get(None, 0))
         shift = 0
         for key, coefficient in form.items():
             if key is None or coefficient == 0:
@@ -402,9 +376,11 @@ def _origins(
                 shift += min(0, coefficient * parts.steps[axis]) * (parts.threads[axis] - 1)
             else:
                 term = key
-            scaled = term if coefficient == 1 else arith.MulIOp(term, _index(coefficient)).result
+            scaled = (
+                term if coefficient == 1 else arith.MulIOp(term, index_value(coefficient)).result
+            )
             total = arith.AddIOp(total, scaled).result
-        out.append(arith.AddIOp(total, _index(shift)).result if shift else total)
+        out.append(arith.AddIOp(total, index_value(shift)).result if shift else total)
     return out
 
 
@@ -412,7 +388,7 @@ def _first_point(parts: KernelParts, axis: int) -> ir.Value:
     """The band index of thread 0 on `axis` in this block's tile: the index with the thread id
     replaced by 0 (iv = low + (tile + tid) * step)."""
     iv = parts.ivs[axis]
-    return _substitute(iv, parts.thread_ids[axis], _index(0))
+    return _substitute(iv, parts.thread_ids[axis], index_value(0))
 
 
 def _substitute(value: ir.Value, old: ir.Value, new: ir.Value) -> ir.Value:
@@ -452,29 +428,29 @@ def _copy_tiles(
     """All threads of the block copy each tile in, element after element, skipping elements
     outside the array (no thread reads those)."""
     threads = _product(parts.threads)
-    linear = _index(0)
+    linear = index_value(0)
     stride = 1
     for axis, tid in enumerate(parts.thread_ids[: len(parts.threads)]):
-        term = tid if stride == 1 else arith.MulIOp(tid, _index(stride)).result
+        term = tid if stride == 1 else arith.MulIOp(tid, index_value(stride)).result
         linear = arith.AddIOp(linear, term).result
         stride *= parts.threads[axis]
     for read, tile, origin, shape in zip(reads, tiles, origins, shapes, strict=True):
         array = read.load.operands[0]
         count = _product(shape)
-        copy = scf.ForOp(linear, _index(count), _index(threads))
+        copy = scf.ForOp(linear, index_value(count), index_value(threads))
         with ir.InsertionPoint(copy.body):
             rest = copy.induction_variable
             coords: list[ir.Value] = []
             for extent in reversed(shape):  # row-major: the last subscript varies fastest
-                coords.insert(0, arith.RemUIOp(rest, _index(extent)).result)
-                rest = arith.DivUIOp(rest, _index(extent)).result
+                coords.insert(0, arith.RemUIOp(rest, index_value(extent)).result)
+                rest = arith.DivUIOp(rest, index_value(extent)).result
             inside = None
             globals_: list[ir.Value] = []
             for dim, (start, coord) in enumerate(zip(origin, coords, strict=True)):
                 position = arith.AddIOp(start, coord).result
                 globals_.append(position)
-                size = memref.DimOp(array, _index(dim)).result
-                low = arith.CmpIOp(arith.CmpIPredicate.sge, position, _index(0)).result
+                size = memref.DimOp(array, index_value(dim)).result
+                low = arith.CmpIOp(arith.CmpIPredicate.sge, position, index_value(0)).result
                 high = arith.CmpIOp(arith.CmpIPredicate.slt, position, size).result
                 both = arith.AndIOp(low, high).result
                 inside = both if inside is None else arith.AndIOp(inside, both).result
@@ -498,13 +474,3 @@ def _clone(ops: list[ir.Operation]) -> dict[ir.Value, ir.Value]:
         for old, new in zip(op.results, clone.results, strict=True):
             mapping[old] = new
     return mapping
-
-
-def _remap(ops: list[ir.Operation], mapping: dict[ir.Value, ir.Value]) -> None:
-    for op in ops:
-        for index, operand in enumerate(op.operands):
-            if operand in mapping:
-                op.operands[index] = mapping[operand]
-        for region in op.regions:
-            for block in region.blocks:
-                _remap(_ops(block), mapping)

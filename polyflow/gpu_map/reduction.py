@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
 
-from polyflow.ir.names import SHARED_ATTR
+from polyflow.ir.ops import all_operands, index_value, remap_operands, shared_buffer
 
 MAX_POINTS_FOR_TREE = 32768
 MIN_REDUCTION_TRIP = 128
@@ -142,17 +142,8 @@ def _writes(op: ir.Operation) -> bool:
     )
 
 
-def _operands(op: ir.Operation) -> list[ir.Value]:
-    out = list(op.operands)
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                out += _operands(inner.operation)
-    return out
-
-
 def _operands_of_body(loop: ir.Operation) -> list[ir.Value]:
-    return [v for op in loop.regions[0].blocks[0].operations for v in _operands(op.operation)]
+    return [v for op in loop.regions[0].blocks[0].operations for v in all_operands(op.operation)]
 
 
 def identity(combine: str, t: ir.Type) -> ir.Value:
@@ -183,16 +174,6 @@ def identity(combine: str, t: ir.Type) -> ir.Value:
 
 def _combine(name: str, a: ir.Value, b: ir.Value) -> ir.Value:
     return ir.Operation.create(name, results=[a.type], operands=[a, b]).results[0]
-
-
-def _index(value: int) -> ir.Value:
-    return arith.ConstantOp(ir.IndexType.get(), value).result
-
-
-def _shared(shape: list[int], element: ir.Type) -> ir.Value:
-    alloca = memref.AllocaOp(ir.MemRefType.get(shape, element), [], [])
-    alloca.operation.attributes[SHARED_ATTR] = ir.UnitAttr.get()
-    return alloca.result
 
 
 def tree_kernel(
@@ -249,7 +230,7 @@ def tree_kernel(
             made[result] = k + 1
     # what each part uses: serial part k (with the combination of loop k-1), loop k
     serial_uses = [
-        [v for op in part for v in _operands(op)]
+        [v for op in part for v in all_operands(op)]
         + (list(loop_ops[k - 1].operands)[3:] if k > 0 else [])
         for k, part in enumerate(parts)
     ]
@@ -270,20 +251,22 @@ def tree_kernel(
     with top, loc:
         for value in needed:
             if value not in slots:
-                slots[value] = _shared([1], value.type)
+                slots[value] = shared_buffer([1], value.type)
         partials = [
-            [_shared([threads], v.type) for v in list(loop.operands)[3:]] for loop in loop_ops
+            [shared_buffer([threads], v.type) for v in list(loop.operands)[3:]] for loop in loop_ops
         ]
     with ip, loc:
-        zero = _index(0)
+        zero = index_value(0)
     for k, part in enumerate(parts):
         with ip, loc:
-            first = arith.CmpIOp(arith.CmpIPredicate.eq, thread, _index(0)).result
+            first = arith.CmpIOp(arith.CmpIPredicate.eq, thread, index_value(0)).result
             serial = scf.IfOp(first)
         with ir.InsertionPoint(serial.then_block), loc:
             end = scf.YieldOp([])
         with ir.InsertionPoint(end), loc:
-            mapping = {v: memref.LoadOp(slots[v], [_index(0)]).result for v in incoming_serial[k]}
+            mapping = {
+                v: memref.LoadOp(slots[v], [index_value(0)]).result for v in incoming_serial[k]
+            }
             mapping.update(clones(serial_uses[k], k))
             if k > 0:  # the previous loop's results: its initial values combined with the tree's
                 loop = loop_ops[k - 1]
@@ -291,16 +274,16 @@ def tree_kernel(
                 for result, start, buffer, c in zip(
                     loop.results, initial, partials[k - 1], loops[k - 1][1], strict=True
                 ):
-                    total = memref.LoadOp(buffer, [_index(0)]).result
+                    total = memref.LoadOp(buffer, [index_value(0)]).result
                     combined = _combine(c.combine, start, total)
                     result.replace_all_uses_with(combined)
         for op in part:
             op.move_before(end)
-        _remap(part, mapping)
+        remap_operands(part, mapping)
         with ir.InsertionPoint(end), loc:
             for value, slot in slots.items():
                 if made.get(value) == k:
-                    memref.StoreOp(value, slot, [_index(0)])
+                    memref.StoreOp(value, slot, [index_value(0)])
         with ip, loc:
             gpu.BarrierOp()
         if k == len(loop_ops):
@@ -311,7 +294,7 @@ def tree_kernel(
             mapping.update(clones(loop_uses[k], None))
             low, high, step = (mapping.get(v, v) for v in list(loop.operands)[:3])
             start = arith.AddIOp(low, arith.MulIOp(thread, step).result).result
-            stride = arith.MulIOp(step, _index(threads)).result
+            stride = arith.MulIOp(step, index_value(threads)).result
             identities = [
                 identity(c.combine, v.type) for c, v in zip(loops[k][1], loop.results, strict=True)
             ]
@@ -325,17 +308,17 @@ def tree_kernel(
             strict=True,
         ):
             old.replace_all_uses_with(new)
-        _remap([o.operation for o in shared_loop.body.operations], mapping)
+        remap_operands([o.operation for o in shared_loop.body.operations], mapping)
         with ip, loc:
             for buffer, value in zip(partials[k], shared_loop.results, strict=True):
                 memref.StoreOp(value, buffer, [thread])
             gpu.BarrierOp()
             width = threads // 2
             while width >= 1:
-                active = arith.CmpIOp(arith.CmpIPredicate.ult, thread, _index(width)).result
+                active = arith.CmpIOp(arith.CmpIPredicate.ult, thread, index_value(width)).result
                 step_if = scf.IfOp(active)
                 with ir.InsertionPoint(step_if.then_block):
-                    other = arith.AddIOp(thread, _index(width)).result
+                    other = arith.AddIOp(thread, index_value(width)).result
                     for buffer, c in zip(partials[k], loops[k][1], strict=True):
                         mine = memref.LoadOp(buffer, [thread]).result
                         theirs = memref.LoadOp(buffer, [other]).result
@@ -380,13 +363,3 @@ def _needed_ops(
         pending.extend(v for v in op.operands if v in recomputable)
     rank = [next(k for k, o in enumerate(order) if o == op) for op in wanted]
     return [op for _, op in sorted(zip(rank, wanted, strict=True), key=lambda pair: pair[0])]
-
-
-def _remap(ops: list[ir.Operation], mapping: dict[ir.Value, ir.Value]) -> None:
-    for op in ops:
-        for index, operand in enumerate(op.operands):
-            if operand in mapping:
-                op.operands[index] = mapping[operand]
-        for region in op.regions:
-            for block in region.blocks:
-                _remap([o.operation for o in block.operations], mapping)

@@ -17,6 +17,7 @@ from mlir.dialects import gpu, memref
 
 from polyflow.ir.aliasing import has_argument_attribute, has_unknown_extent
 from polyflow.ir.names import NOALIAS_ATTR
+from polyflow.ir.ops import index_value, nested_in_any, ops_named
 
 from .kernels import NotMappable
 
@@ -27,14 +28,14 @@ _READS = frozenset({"memref.load", "memref.dim", "vector.load", "vector.transfer
 def copy_arrays_to_device(fn: ir.Operation) -> int:
     """Give the kernels of `fn` (`gpu.launch` ops) GPU copies of the host arrays they use
     (module docstring); returns how many arrays are copied."""
-    launches = _ops_named(fn, "gpu.launch")
+    launches = ops_named(fn, "gpu.launch")
     if not launches:
         return 0
     body = fn.regions[0].blocks[0]
     arrays = [
         value
         for value in _host_arrays(fn, body)
-        if any(_inside_any(use.owner.operation, launches) for use in value.uses)
+        if any(nested_in_any(use.owner.operation, launches) for use in value.uses)
     ]
     for array in arrays:
         if has_unknown_extent(array):
@@ -46,7 +47,7 @@ def copy_arrays_to_device(fn: ir.Operation) -> int:
         if not _identity_layout(t):
             raise NotMappable(f"a kernel uses an array of type {t}, not a plain row-major one")
     _check_disjoint(arrays)
-    returns = _ops_named(fn, "func.return")
+    returns = ops_named(fn, "func.return")
     for array in arrays:
         _copy(array, launches, returns, body)
     return len(arrays)
@@ -86,7 +87,7 @@ def _copy(
     loc = launches[0].location
     with ip, loc:
         sizes = [
-            memref.DimOp(array, _index(k)).result
+            memref.DimOp(array, index_value(k)).result
             for k, extent in enumerate(t.shape)
             if ir.ShapedType.is_dynamic_size(extent)
         ]
@@ -95,7 +96,7 @@ def _copy(
     written = False
     for use in list(array.uses):
         user = use.owner.operation
-        if _inside_any(user, launches):
+        if nested_in_any(user, launches):
             user.operands[use.operand_number] = device
             written = written or user.name not in _READS
     for ret in returns:
@@ -108,32 +109,3 @@ def _copy(
 def _identity_layout(t: ir.MemRefType) -> bool:
     dims = ", ".join(f"d{k}" for k in range(t.rank))
     return str(t.layout) == f"affine_map<({dims}) -> ({dims})>"
-
-
-def _index(value: int) -> ir.Value:
-    from mlir.dialects import arith
-
-    return arith.ConstantOp(ir.IndexType.get(), value).result
-
-
-def _ops_named(op: ir.Operation, name: str) -> list[ir.Operation]:
-    found: list[ir.Operation] = []
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                inner = inner.operation
-                if inner.name == name:
-                    found.append(inner)
-                else:
-                    found += _ops_named(inner, name)
-    return found
-
-
-def _inside_any(op: ir.Operation, ancestors: list[ir.Operation]) -> bool:
-    current: ir.Operation | None = op
-    while current is not None:
-        if any(current == a for a in ancestors):
-            return True
-        parent = current.parent
-        current = parent.operation if parent is not None else None
-    return False

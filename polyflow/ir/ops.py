@@ -1,0 +1,89 @@
+"""Small queries over nested ops, and the builders the GPU mapping's steps share: walks, nesting,
+operands, operand remapping, index constants and a block's shared buffers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+from mlir import ir
+from mlir.dialects import arith, memref
+
+from polyflow.ir.names import SHARED_ATTR
+
+
+def walk(op: ir.Operation) -> Iterator[ir.Operation]:
+    """`op` and every op nested in it, pre-order."""
+    yield op
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                yield from walk(inner.operation)
+
+
+def ops_named(op: ir.Operation, name: str) -> list[ir.Operation]:
+    """The ops called `name` nested in `op`, outermost first (not those nested in a match)."""
+    found: list[ir.Operation] = []
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                inner = inner.operation
+                if inner.name == name:
+                    found.append(inner)
+                else:
+                    found += ops_named(inner, name)
+    return found
+
+
+def nested_in(op: ir.Operation, ancestor: ir.Operation) -> bool:
+    """Whether `op` lies, at any depth, in the regions of `ancestor`."""
+    parent = op.parent
+    while parent is not None:
+        if parent.operation == ancestor:
+            return True
+        parent = parent.parent
+    return False
+
+
+def nested_in_any(op: ir.Operation | ir.OpView, ops: Sequence[ir.Operation]) -> bool:
+    """Whether `op` is one of `ops` or lies, at any depth, in one of them."""
+    current: ir.Operation | None = op.operation
+    while current is not None:
+        if any(current == candidate for candidate in ops):
+            return True
+        parent = current.parent
+        current = parent.operation if parent is not None else None
+    return False
+
+
+def all_operands(op: ir.Operation) -> list[ir.Value]:
+    """The operands of `op` and of every op nested in it."""
+    out = list(op.operands)
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                out += all_operands(inner.operation)
+    return out
+
+
+def remap_operands(ops: Iterable[ir.Operation], mapping: Mapping[ir.Value, ir.Value]) -> None:
+    """Replace, in `ops` and every op nested in them, each operand `mapping` has a value for."""
+    for op in ops:
+        for index, operand in enumerate(op.operands):
+            if operand in mapping:
+                op.operands[index] = mapping[operand]
+        for region in op.regions:
+            for block in region.blocks:
+                remap_operands((inner.operation for inner in block.operations), mapping)
+
+
+def index_value(value: int) -> ir.Value:
+    """An `index` constant, at the current insertion point."""
+    return arith.ConstantOp(ir.IndexType.get(), value).result
+
+
+def shared_buffer(shape: Sequence[int], element: ir.Type) -> ir.Value:
+    """A `memref.alloca` of a GPU block's shared memory (marked `SHARED_ATTR`), at the current
+    insertion point."""
+    alloca = memref.AllocaOp(ir.MemRefType.get(list(shape), element), [], [])
+    alloca.operation.attributes[SHARED_ATTR] = ir.UnitAttr.get()
+    return alloca.result
