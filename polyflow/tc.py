@@ -466,14 +466,9 @@ def _shape_and_dtype(value: Any) -> tuple[tuple[int, ...], np.dtype[Any]]:
 def _as_cupy(cupy: Any, value: Any, function: str, name: str) -> Any:
     """`value` as a CuPy array without a copy (CuPy arrays as they are, torch CUDA tensors
     through DLPack), C-contiguous."""
-    if not isinstance(value, cupy.ndarray):
-        try:
-            value = cupy.from_dlpack(value)
-        except Exception:
-            raise TypeError(
-                f"argument '{name}' of {function}() must be a CuPy array or a CUDA tensor "
-                f"(DLPack), got {type(value).__name__}"
-            ) from None
+    from polyflow.drivers.gpu_launch import as_cupy
+
+    value = as_cupy(cupy, value, function, name)
     if not value.flags.c_contiguous:
         raise TypeError(f"argument '{name}' of {function}() must be C-contiguous")
     return value

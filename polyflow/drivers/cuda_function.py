@@ -19,7 +19,13 @@ from typing import Any
 import numpy as np
 
 from polyflow.drivers.compile import Compiled
-from polyflow.drivers.gpu_launch import CpuLauncher, CupyLauncher, HostProgram, import_cupy
+from polyflow.drivers.gpu_launch import (
+    CpuLauncher,
+    CupyLauncher,
+    HostProgram,
+    as_cupy,
+    import_cupy,
+)
 from polyflow.frontend.c import CFunction
 from polyflow.frontend.c_types import Array, Scalar, Void
 from polyflow.ir.names import CABI_PREFIX
@@ -58,10 +64,9 @@ class CudaFunction:
 
     def __call__(self, *args: Any) -> Any:
         """Run on the GPU: arrays must be CuPy arrays or DLPack-capable CUDA arrays (torch)."""
+        cupy = import_cupy()  # GpuUnavailable here, before anything else
         if self._gpu is None:
-            import_cupy()  # GpuUnavailable here, before anything else
             self._gpu = CupyLauncher(self.ptx_modules)
-        cupy = import_cupy()
         values = self._values(
             args,
             lambda name, ptype, arg, scalars: _device_pointer(
@@ -85,23 +90,9 @@ class CudaFunction:
         return self._run(values, self._cpu)
 
     def _values(self, args: tuple[Any, ...], pointer: Any) -> list[Any]:
-        from polyflow.drivers.jit import _scalar_value
+        from polyflow.drivers.jit import bind_arguments
 
-        fn = self.signature
-        if len(args) != len(fn.params):
-            raise TypeError(f"{fn.name}() takes {len(fn.params)} argument(s), {len(args)} given")
-        scalars = {
-            pname: _scalar_value(fn.name, pname, ptype, arg)
-            for (pname, ptype), arg in zip(fn.params, args, strict=True)
-            if isinstance(ptype, Scalar)
-        }
-        values: list[Any] = []
-        for (pname, ptype), arg in zip(fn.params, args, strict=True):
-            if isinstance(ptype, Scalar):
-                values.append(_c_value(ptype, scalars[pname]))
-            else:
-                values.append(pointer(pname, ptype, arg, scalars))
-        return values
+        return bind_arguments(self.signature, args, _c_value, pointer)
 
     def _run(self, values: list[Any], launcher: Any) -> Any:
         results = self._host.run(CABI_PREFIX + self.name, values, launcher)
@@ -130,14 +121,7 @@ def _device_pointer(
     through DLPack without a copy."""
     from polyflow.drivers.jit import _eval_dim
 
-    if not isinstance(arg, cupy.ndarray):
-        try:
-            arg = cupy.from_dlpack(arg)
-        except Exception:
-            raise TypeError(
-                f"argument '{pname}' of {fname}() must be a CuPy array or a CUDA tensor "
-                f"(DLPack), got {type(arg).__name__}"
-            ) from None
+    arg = as_cupy(cupy, arg, fname, pname)
     want = np.dtype(ptype.elem.numpy_dtype)
     if arg.dtype != want:
         raise TypeError(f"argument '{pname}' of {fname}() must have dtype {want}, got {arg.dtype}")

@@ -484,6 +484,20 @@ class CupyLauncher:
         self._cupy.cuda.get_current_stream().synchronize()
 
 
+def as_cupy(cupy: Any, value: Any, function: str, name: str) -> Any:
+    """Argument `name` of `function` as a CuPy array without a copy: a CuPy array as it is, a
+    CUDA tensor of another library (torch) through DLPack; TypeError naming it otherwise."""
+    if isinstance(value, cupy.ndarray):
+        return value
+    try:
+        return cupy.from_dlpack(value)
+    except Exception:
+        raise TypeError(
+            f"argument '{name}' of {function}() must be a CuPy array or a CUDA tensor "
+            f"(DLPack), got {type(value).__name__}"
+        ) from None
+
+
 def import_cupy() -> Any:
     """CuPy with a usable CUDA device, or `GpuUnavailable` saying what is missing."""
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import numpy as np
@@ -102,27 +102,45 @@ class CompiledFunction:
 
     def __call__(self, *args: Any) -> Any:
         fn = self.signature
-        if len(args) != len(fn.params):
-            raise TypeError(f"{fn.name}() takes {len(fn.params)} argument(s), {len(args)} given")
-        scalars = {
-            pname: _scalar_value(fn.name, pname, ptype, arg)
-            for (pname, ptype), arg in zip(fn.params, args, strict=True)
-            if isinstance(ptype, Scalar)
-        }
-        ordered: list[Any] = []
-        for (pname, ptype), arg in zip(fn.params, args, strict=True):
-            if isinstance(ptype, Scalar):
-                ordered.append(_ctype(ptype)(scalars[pname]))
-            else:
-                ordered.append(
-                    ctypes.c_void_p(_check_array(fn.name, pname, ptype, arg, scalars).ctypes.data)
-                )
+        ordered = bind_arguments(
+            fn,
+            args,
+            lambda ptype, value: _ctype(ptype)(value),
+            lambda pname, ptype, arg, scalars: ctypes.c_void_p(
+                _check_array(fn.name, pname, ptype, arg, scalars).ctypes.data
+            ),
+        )
         ordered += [ctypes.c_void_p(self.globals[g].ctypes.data) for g in fn.globals]
         result = None if isinstance(fn.ret, Void) else _ctype(fn.ret)()
         pointers = [*ordered, *([result] if result is not None else [])]
         packed = (ctypes.c_void_p * len(pointers))(*[ctypes.addressof(p) for p in pointers])
         self._packed(packed)
         return None if result is None else result.value
+
+
+def bind_arguments(
+    fn: CFunction,
+    args: tuple[Any, ...],
+    scalar: Callable[[Scalar, int | float], Any],
+    array: Callable[[str, Array, Any, dict[str, int | float]], Any],
+) -> list[Any]:
+    """`args` checked against C function `fn`'s parameters (their number; each scalar as a C
+    compiler checks a constant) and made into what a caller passes: `scalar(type, value)` for a
+    scalar, `array(name, type, argument, scalars)` for an array (`scalars`: the scalar
+    arguments by name, which size the arrays)."""
+    if len(args) != len(fn.params):
+        raise TypeError(f"{fn.name}() takes {len(fn.params)} argument(s), {len(args)} given")
+    scalars = {
+        pname: _scalar_value(fn.name, pname, ptype, arg)
+        for (pname, ptype), arg in zip(fn.params, args, strict=True)
+        if isinstance(ptype, Scalar)
+    }
+    return [
+        scalar(ptype, scalars[pname])
+        if isinstance(ptype, Scalar)
+        else array(pname, ptype, arg, scalars)  # type: ignore[arg-type]
+        for (pname, ptype), arg in zip(fn.params, args, strict=True)
+    ]
 
 
 def _scalar_value(fname: str, pname: str, ptype: Scalar, arg: Any) -> int | float:
