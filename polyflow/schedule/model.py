@@ -294,7 +294,7 @@ def _unique_names(sites: Sequence[_Site]) -> list[str]:
 
 def _build(run: Run, func_op: ir.Operation) -> tuple[Scop, ScopRegion]:
     """Step 3 of the module docstring, on a run already demoted."""
-    namer = Namer(run)
+    namer = Namer(run.defines)
     sites = _sites(run.ops)
     texts = [
         _statement_text(site, run, namer, name)

@@ -272,7 +272,7 @@ def _never_same(access: ir.Operation, home: Home, run: Run) -> bool:
     loops, ifs = _around(access, run)
     names = ih.iterator_names(len(loops))
     ivs = {loop.opview.induction_variable: n for loop, n in zip(loops, names, strict=True)}
-    namer = Namer(run)
+    namer = Namer(run.defines)
     try:
         parts: list[str] = []
         for loop, name in zip(loops, names, strict=True):
