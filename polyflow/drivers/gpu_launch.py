@@ -243,6 +243,12 @@ class HostProgram:
             out = [ins[0].sizes[ins[1]]]
         elif name == "memref.extract_aligned_pointer_as_index":
             out = [ins[0].aligned]
+        elif name == "memref.extract_strided_metadata":
+            source = ins[0]
+            base = MemRef(source.allocated, source.aligned, 0, (), (), source.keep)
+            out = [base, source.offset, *source.sizes, *source.strides]
+        elif name == "memref.reinterpret_cast":
+            out = [_reinterpreted(op, ins)]
         elif name == "llvm.mlir.undef" or name == "llvm.mlir.poison":
             out = [_undef(op.results[0].type)]
         elif name == "llvm.insertvalue":
@@ -323,6 +329,23 @@ class HostProgram:
         launcher.launch(
             module_name.lstrip("@").strip('"'), kernel.lstrip("@").strip('"'), grid, block, flat
         )
+
+
+def _reinterpreted(op: ir.Operation, ins: list[Any]) -> MemRef:
+    """The descriptor a `memref.reinterpret_cast` makes: its source's memory, the offset, sizes
+    and strides it gives (static ones from its attributes, dynamic ones from its operands)."""
+    source, dynamic = ins[0], iter(ins[1:])
+
+    def values(attribute: str) -> tuple[int, ...]:
+        static = list(ir.DenseI64ArrayAttr(op.attributes[attribute]))
+        marker = ir.ShapedType.get_dynamic_size()
+        offset_marker = ir.ShapedType.get_dynamic_stride_or_offset()
+        return tuple(next(dynamic) if v in (marker, offset_marker) else v for v in static)
+
+    offset = values("static_offsets")
+    sizes = values("static_sizes")
+    strides = values("static_strides")
+    return MemRef(source.allocated, source.aligned, offset[0], sizes, strides, source.keep)
 
 
 def _element_bytes(t: ir.Type) -> int:

@@ -100,11 +100,19 @@ def swap_in(fn: ir.Operation, copy: ir.Operation) -> ir.Operation | None:
 
 def source_names(module: ir.Module) -> dict[str, str]:
     """The C name of each function that stands for another: the alias guard's optimizable
-    copy `f.affine` stands for `f` (see alias_guard.py); the others are named as in C."""
+    copy `f.affine` stands for `f` (see alias_guard.py), the sized copy `f.sized` too
+    (pointer_extents.py); the others are named as in C."""
     out: dict[str, str] = {}
     for op in module.body.operations:
         operation = op.operation
         if operation.name == "func.func" and DISPATCHER_ATTR in operation.attributes:
             copy = ir.StringAttr(operation.attributes[DISPATCHER_ATTR]).value
             out[copy] = symbol_name(operation)
+    # a copy of a copy (the sized copy of `f.affine`) stands for the first one's C name
+    for copy in list(out):
+        name, seen = out[copy], {copy}
+        while name in out and name not in seen:
+            seen.add(name)
+            name = out[name]
+        out[copy] = name
     return out

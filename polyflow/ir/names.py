@@ -18,6 +18,10 @@ TRAMPOLINE_PREFIX = "__polyflow_cc_"
 # The alias guard's two copies of a function: the optimizable one and the one kept as written.
 AFFINE_SUFFIX = ".affine"
 SCF_SUFFIX = ".scf"
+# The copies of a function whose C pointers are sized at run time (raising/pointer_extents.py):
+# the one with extents, and the one that keeps the pointers (for overlapping calls).
+SIZED_SUFFIX = ".sized"
+POINTERS_SUFFIX = ".pointers"
 
 # ----- on functions
 # Why raising failed (also on the loops, ifs and accesses a pass could not raise).

@@ -589,6 +589,49 @@ def carries_dependence(node: isl.ScheduleNode, member: int, validity: isl.UnionM
 INDEPENDENCE_MAX_OPERATIONS = step_budget("independence")
 
 
+@dataclass(frozen=True)
+class Extent:
+    """The lexicographically first and last points of a parametric set, each as expressions of
+    its parameters (one per dimension), valid where `nonempty` holds (elsewhere the set is
+    empty, and `low` is all 0 and `high` all -1)."""
+
+    nonempty: Cond | bool
+    low: tuple[Expr, ...]
+    high: tuple[Expr, ...]
+
+
+def lexicographic_extent(points: isl.Set) -> Extent:
+    """The exact first and last points of `points` in lexicographic order, over its parameters
+    (isl's `lexmin`/`lexmax`), as AST expressions; `AstUnsupported` where the set is unbounded
+    or they need more than the AST expressions can say."""
+    if not points.is_bounded():
+        raise AstUnsupported("the set is unbounded")
+    low, high = points.lexmin_pw_multi_aff(), points.lexmax_pw_multi_aff()
+    where = high.domain().coalesce()
+    rest = where.complement()
+    build = isl.AstBuild.from_context(isl.Set.universe(where.get_space()))
+
+    def total(pa: isl.PwAff, outside: int) -> Expr:
+        if not rest.is_empty():
+            filler = isl.PwAff.val_on_domain(rest, isl.Val.int_from_si(pa.get_ctx(), outside))
+            pa = pa.union_add(filler)
+        return _expr(build.expr_from_pw_aff(pa.coalesce()))
+
+    nonempty: Cond | bool
+    if where.is_empty():
+        nonempty = False
+    elif rest.is_empty():
+        nonempty = True
+    else:
+        nonempty = _cond(build.expr_from_set(where))
+    dims = range(points.dim(isl.dim_type.set))
+    return Extent(
+        nonempty,
+        tuple(total(low.get_pw_aff(k), 0) for k in dims),
+        tuple(total(high.get_pw_aff(k), -1) for k in dims),
+    )
+
+
 def ast_text(context: isl.Set, schedule: isl.Schedule) -> str:
     """isl's AST for `schedule` printed as C (for reports and tests)."""
     build = isl.AstBuild.from_context(context)

@@ -26,6 +26,7 @@ from polyflow.report import Remark
 
 from .alias_guard import guard_argument_aliasing
 from .inline_calls import inline_scalar_calls
+from .pointer_extents import size_pointer_arguments
 from .report import RaiseReport
 
 # The raising sequence, on each function. The cleanups first fold the frontend's constants and
@@ -124,6 +125,8 @@ def raise_to_affine(
                 reason = f"internal error while raising: {type(exc).__name__}: {exc}"
             if reason is not None:
                 fn.attributes[NOT_AFFINE_ATTR] = ir.StringAttr.get(reason)
+        if options.opt_level == 3 or options.target == "cuda":  # where stages use the extents
+            size_pointer_arguments(module, options)
     return module
 
 

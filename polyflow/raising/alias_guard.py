@@ -31,7 +31,7 @@ from polyflow.ir.names import (
 
 # Ops through which an argument is only read or measured; any other use may write it.
 _READ_ONLY_USERS = frozenset({"memref.load", "affine.load", "memref.dim", "affine.vector_load"})
-def _may_be_written(value: ir.Value) -> bool:
+def may_be_written(value: ir.Value) -> bool:
     for use in value.uses:
         user = use.owner
         name = user.name
@@ -40,7 +40,7 @@ def _may_be_written(value: ir.Value) -> bool:
         if name in ("memref.store", "affine.store") and use.operand_number != 0:
             return True
         if name in VIEW_OPS:
-            if _may_be_written(user.results[0]):
+            if may_be_written(user.results[0]):
                 return True
             continue
         return True  # stored as a value, passed to a call, anything unknown
@@ -74,7 +74,7 @@ def _needs_guard(fn: func.FuncOp) -> list[tuple[int, int]]:
         for a in fn.entry_block.arguments
         if isinstance(a.type, ir.MemRefType) and not has_unknown_extent(a)
     ]
-    written = {a.arg_number for a in args if _may_be_written(a)}
+    written = {a.arg_number for a in args if may_be_written(a)}
     promised = {a.arg_number for a in args if has_argument_attribute(a, NOALIAS_ATTR)}
     return [
         (a.arg_number, b.arg_number)
@@ -85,12 +85,20 @@ def _needs_guard(fn: func.FuncOp) -> list[tuple[int, int]]:
     ]
 
 
-def _address_range(value: ir.Value) -> tuple[ir.Value, ir.Value]:
+def element_bytes(element: ir.Type) -> int:
+    """The bytes one element of a memref of `element` takes in memory (x87's 80-bit long
+    double takes 16, as LLVM lays it out on x86-64)."""
+    if str(element) == "f80":
+        return 16
+    width = element.width if hasattr(element, "width") else 64
+    return max(1, (width + 7) // 8)
+
+
+def address_range(value: ir.Value) -> tuple[ir.Value, ir.Value]:
     """[begin, end) in bytes of what a memref argument spans, as `index` values."""
     mtype = ir.MemRefType(value.type)
-    width = mtype.element_type.width if hasattr(mtype.element_type, "width") else 64
     index = ir.IndexType.get()
-    nbytes: ir.Value = arith.constant(index, max(1, (width + 7) // 8))
+    nbytes: ir.Value = arith.constant(index, element_bytes(mtype.element_type))
     for k, extent in enumerate(mtype.shape):
         size = (
             memref.dim(value, arith.constant(index, k))
@@ -154,7 +162,7 @@ def _make_dispatcher(module: ir.Module, fn: func.FuncOp, pairs: list[tuple[int, 
     args = list(block.arguments)
     results = list(ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value).results)
     with ir.InsertionPoint(block), fn.location:
-        ranges = {k: _address_range(args[k]) for pair in pairs for k in pair}
+        ranges = {k: address_range(args[k]) for pair in pairs for k in pair}
         ok: ir.Value | None = None
         for a, b in pairs:
             check = _disjoint(ranges[a], ranges[b])
