@@ -34,6 +34,7 @@ import islpy as isl
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
+from polyflow.ir.affine_text import Namer, NotModeled, if_condition, loop_bounds
 from polyflow.ir.aliasing import has_argument_attribute, has_unknown_extent
 from polyflow.ir.functions import raisable_functions
 from polyflow.ir.names import (
@@ -50,7 +51,6 @@ from polyflow.ir.ops import index_value, ops_named, remap_operands
 from polyflow.ir.remarks import attach_remarks, remark_at
 from polyflow.options import Options
 from polyflow.poly import isl_helpers as ih
-from polyflow.poly.affine_text import Namer, NotModeled, if_condition, loop_bounds
 from polyflow.report import Remark, Severity
 
 from .alias_guard import address_range, element_bytes, may_be_written

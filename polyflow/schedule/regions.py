@@ -11,7 +11,7 @@ nothing computed in it (constants, index casts of arguments) stay where they are
 parameters; a run without loops is left alone. `precheck` says, before anything is changed, why
 a run cannot be modeled (a map operand computed in it, two arrays it accesses that may overlap).
 
-`Namer`, `loop_bounds` and `if_condition` (polyflow/poly/affine_text.py, re-exported here)
+`Namer`, `loop_bounds` and `if_condition` (polyflow/ir/affine_text.py, re-exported here)
 write a run's affine expressions as isl text: the model's domains and accesses, and demotion's
 proofs that two accesses never meet.
 
@@ -26,10 +26,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from polyflow.ir.aliasing import may_alias
-from polyflow.ir.locations import source_position
-from polyflow.ir.names import NOT_AFFINE_ATTR
-from polyflow.poly.affine_text import (
+from polyflow.ir.affine_text import (
     Namer,
     NotModeled,
     block_owner,
@@ -38,6 +35,9 @@ from polyflow.poly.affine_text import (
     loop_bounds,
     operation_of,
 )
+from polyflow.ir.aliasing import may_alias
+from polyflow.ir.locations import source_position
+from polyflow.ir.names import NOT_AFFINE_ATTR
 
 # Ops that touch no memory and have no regions: they may be cloned into every statement.
 _PURE_PREFIXES = ("arith.", "math.", "index.")
