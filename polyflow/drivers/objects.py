@@ -37,7 +37,8 @@ def openmp_link_flags(filename: str, *, static: bool = True) -> list[str]:
     """The link flags of the OpenMP runtime libiomp5 from the intel-openmp wheel. `static`
     (executables): its archive is linked in, so the program runs after the virtual environment
     is gone or on another machine of the same kind; otherwise (an object or a shared library
-    handed to someone else's link) `-liomp5`, which their program then finds at run time."""
+    handed to someone else's link) `-liomp5`, with a run path to the wheel's directory, so that
+    the library loads where that directory exists (and through the loader's search elsewhere)."""
     directory = openmp_library_dir()
     if directory is None:  # the pipeline parallelizes nothing without it: a bug if reached
         raise CompileError(
@@ -47,4 +48,4 @@ def openmp_link_flags(filename: str, *, static: bool = True) -> list[str]:
     archive = directory / "libiomp5.a"
     if static and archive.exists():
         return [str(archive), "-lpthread", "-ldl", "-lm"]
-    return [f"-L{directory}", "-liomp5"]
+    return [f"-L{directory}", f"-Wl,-rpath,{directory}", "-liomp5"]
