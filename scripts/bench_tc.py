@@ -3,6 +3,12 @@ installed), in one run.
 
     .venv/bin/python scripts/bench_tc.py [--repeat 5] [--threads 2] [--only matmul,conv2d,mlp]
                                          [--json out.json]
+    .venv/bin/python scripts/bench_tc.py --target cuda [--bundle DIR] [--only tmm_512,...]
+
+With `--target cuda` it is the GPU benchmark of scripts/bench_gpu.py (the TC set against
+PyTorch eager and torch.compile, and PolyBench on the GPU): the bundle of PTX, launch plans and
+programs is built here; where this machine has a CUDA device (CuPy sees one) it is run and
+reported at once, otherwise the two commands that run it on a GPU machine are printed.
 
 Workloads (float32): matmul 1024x1024x1024; conv2d N=8, C=K=64, 56x56, 3x3 (valid, NCHW); a
 2-layer MLP (batch 128, 1024 -> 1024 -> 1024, bias and ReLU after the first layer). Each
@@ -141,6 +147,40 @@ def workloads(rng: Any) -> dict[str, dict[str, Any]]:
     }
 
 
+def _cuda_device_present() -> bool:
+    try:
+        import cupy  # type: ignore[import-not-found]
+
+        return int(cupy.cuda.runtime.getDeviceCount()) > 0
+    except Exception:  # no CuPy, no driver, no device: all mean the same here
+        return False
+
+
+def _run_on_gpu(bundle: str, only: str, gpu_arch: str, json_path: str | None) -> int:
+    """The GPU benchmark (scripts/bench_gpu.py): build the bundle; run and report it here when
+    there is a CUDA device, else say how to run it where there is one."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import bench_gpu
+
+    build = ["build", bundle, "--gpu-arch", gpu_arch] + (["--only", only] if only else [])
+    if bench_gpu.main(build) != 0:
+        return 1
+    results = json_path or os.path.join(bundle, "results.json")
+    runner = os.path.join(bundle, "gpu_runner.py")
+    if not _cuda_device_present():
+        print(
+            "no CUDA device here: copy the bundle to a GPU machine (NumPy, CuPy, PyTorch) and run\n"
+            f"  python {runner} {bundle} --json results.json\n"
+            "then, back here:\n"
+            f"  .venv/bin/python scripts/bench_gpu.py report results.json"
+        )
+        return 0
+    done = subprocess.run([sys.executable, runner, bundle, "--json", results])
+    if done.returncode != 0:
+        return done.returncode
+    return bench_gpu.main(["report", results])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
@@ -148,7 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated workloads (matmul, conv2d, mlp2)")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--worker", choices=LIBRARIES, help=argparse.SUPPRESS)
+    parser.add_argument("--target", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--bundle", default="gpu-bundle", help="--target cuda: where to build")
+    parser.add_argument("--gpu-arch", default="sm_90", help="--target cuda: the PTX's arch")
     args = parser.parse_args(argv)
+    if args.target == "cuda":
+        return _run_on_gpu(args.bundle, args.only or "", args.gpu_arch, args.json)
     _set_threads(args.threads)
     if args.worker:
         print(" ".join(str(t) for t in run_worker(args.worker, args.only, args.threads)))

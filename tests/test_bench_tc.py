@@ -26,3 +26,15 @@ def test_one_round_of_the_mlp_times_each_library(tmp_path: Path) -> None:
         libraries.append("torch")
     assert all(row[lib] > 0 for lib in libraries), row
     assert "mlp2" in done.stdout  # the table
+
+
+def test_the_cuda_target_builds_the_gpu_bundle_and_says_how_to_run_it(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    command = [sys.executable, str(SCRIPT), "--target", "cuda", "--bundle", str(bundle),
+               "--only", "moments_128x65536"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert (bundle / "gpu_runner.py").exists() and (bundle / "manifest.json").exists()
+    assert list((bundle / "moments_128x65536").glob("*.ptx")), done.stdout
+    if "no CUDA device here" in done.stdout:  # (on a GPU machine it runs and reports instead)
+        assert f"gpu_runner.py {bundle} --json" in done.stdout
