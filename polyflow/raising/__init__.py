@@ -118,6 +118,7 @@ def raise_to_affine(
             for fn in targets:
                 fn.attributes[NOT_AFFINE_ATTR] = ir.StringAttr.get(why)
             return module
+        raised_names = frozenset(symbol_name(fn) for fn in targets)
         for fn in targets:
             try:
                 reason = _raise_function(module, fn, steps)
@@ -126,7 +127,7 @@ def raise_to_affine(
             if reason is not None:
                 fn.attributes[NOT_AFFINE_ATTR] = ir.StringAttr.get(reason)
         if options.opt_level == 3 or options.target == "cuda":  # where stages use the extents
-            size_pointer_arguments(module, options)
+            size_pointer_arguments(module, options, functions=raised_names)
     return module
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import islpy as isl
@@ -95,12 +96,16 @@ class _Pointer:
     groups: list[_Group]
 
 
-def size_pointer_arguments(module: ir.Module, options: Options) -> list[str]:
-    """Version each raised function whose pointer arguments can be sized (module docstring);
-    returns the names of the versioned functions."""
+def size_pointer_arguments(
+    module: ir.Module, options: Options, *, functions: Collection[str] | None = None
+) -> list[str]:
+    """Version each raised function (of those named in `functions`, by symbol) whose pointer
+    arguments can be sized (module docstring); returns the names of the versioned functions."""
     versioned: list[str] = []
     for fn in list(raisable_functions(module)):
         if NOT_AFFINE_ATTR in fn.attributes or DISPATCHER_ATTR in fn.attributes:
+            continue
+        if functions is not None and symbol_name(fn) not in functions:
             continue
         args = list(fn.regions[0].blocks[0].arguments)
         pointers = [a for a in args if isinstance(a.type, ir.MemRefType) and has_unknown_extent(a)]
