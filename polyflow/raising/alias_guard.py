@@ -28,6 +28,7 @@ from polyflow.ir.names import (
     NOALIAS_ATTR,
     SCF_SUFFIX,
 )
+from polyflow.ir.ops import index_value
 
 # Ops through which an argument is only read or measured; any other use may write it.
 _READ_ONLY_USERS = frozenset({"memref.load", "affine.load", "memref.dim", "affine.vector_load"})
@@ -94,26 +95,69 @@ def element_bytes(element: ir.Type) -> int:
     return max(1, (width + 7) // 8)
 
 
+def row_bytes(value: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """The address a memref argument starts at and the bytes of one of its rows (one step of
+    its first index), as `index` values."""
+    mtype = ir.MemRefType(value.type)
+    size: ir.Value = index_value(element_bytes(mtype.element_type))
+    for k, extent in enumerate(mtype.shape[1:], start=1):
+        dim = memref.dim(value, index_value(k)) if ir.ShapedType.is_dynamic_size(extent) else None
+        size = arith.muli(size, dim if dim is not None else index_value(extent))
+    return memref.extract_aligned_pointer_as_index(value), size
+
+
 def address_range(value: ir.Value) -> tuple[ir.Value, ir.Value]:
     """[begin, end) in bytes of what a memref argument spans, as `index` values."""
-    mtype = ir.MemRefType(value.type)
-    index = ir.IndexType.get()
-    nbytes: ir.Value = arith.constant(index, element_bytes(mtype.element_type))
-    for k, extent in enumerate(mtype.shape):
-        size = (
-            memref.dim(value, arith.constant(index, k))
-            if extent == ir.ShapedType.get_dynamic_size()
-            else arith.constant(index, extent)
-        )
-        nbytes = arith.muli(nbytes, size)
-    begin = memref.extract_aligned_pointer_as_index(value)
-    return begin, arith.addi(begin, nbytes)
+    begin, size = row_bytes(value)
+    shape = ir.MemRefType(value.type).shape
+    if not shape:  # a single element
+        return begin, arith.addi(begin, size)
+    if ir.ShapedType.is_dynamic_size(shape[0]):
+        rows = memref.dim(value, index_value(0))
+    else:
+        rows = index_value(shape[0])
+    return begin, arith.addi(begin, arith.muli(size, rows))
 
 
-def _disjoint(a: tuple[ir.Value, ir.Value], b: tuple[ir.Value, ir.Value]) -> ir.Value:
+def disjoint(a: tuple[ir.Value, ir.Value], b: tuple[ir.Value, ir.Value]) -> ir.Value:
+    """Whether byte ranges `[a0, a1)` and `[b0, b1)` lie one wholly before the other."""
     a_before_b = arith.cmpi(arith.CmpIPredicate.ule, a[1], b[0])
     b_before_a = arith.cmpi(arith.CmpIPredicate.ule, b[1], a[0])
     return arith.ori(a_before_b, b_before_a)
+
+
+def call_either(
+    ok: ir.Value,
+    results: list[ir.Type],
+    chosen: tuple[str, list[ir.Value]],
+    otherwise: tuple[str, list[ir.Value]],
+) -> None:
+    """A dispatcher's end, at the insertion point: call `chosen` (a callee and its arguments)
+    when `ok`, else `otherwise`, and return what the call returns."""
+    branch = scf.IfOp(ok, results, has_else=True)
+    for block, (callee, args) in ((branch.then_block, chosen), (branch.else_block, otherwise)):
+        with ir.InsertionPoint(block):
+            call = func.CallOp(results, ir.FlatSymbolRefAttr.get(callee), args)
+            scf.YieldOp(list(call.results))
+    func.ReturnOp(list(branch.results))
+
+
+def rewrite_argument_attributes(
+    fn_op: ir.Operation, *, add_to_arrays: str | None = None, drop: str | None = None
+) -> None:
+    """Give every memref argument of `fn_op` the unit attribute `add_to_arrays` and take the
+    attribute `drop` from every argument."""
+    old = ir.ArrayAttr(fn_op.attributes["arg_attrs"]) if "arg_attrs" in fn_op.attributes else None
+    attrs = []
+    for k, arg in enumerate(fn_op.regions[0].blocks[0].arguments):
+        current = ir.DictAttr(old[k]) if old is not None else ir.DictAttr.get({})
+        entries = {
+            current[i].name: current[i].attr for i in range(len(current)) if current[i].name != drop
+        }
+        if add_to_arrays is not None and isinstance(arg.type, ir.MemRefType):
+            entries[add_to_arrays] = ir.UnitAttr.get()
+        attrs.append(ir.DictAttr.get(entries))
+    fn_op.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
 
 
 def guard_argument_aliasing(module: ir.Module) -> list[str]:
@@ -165,17 +209,10 @@ def _make_dispatcher(module: ir.Module, fn: func.FuncOp, pairs: list[tuple[int, 
         ranges = {k: address_range(args[k]) for pair in pairs for k in pair}
         ok: ir.Value | None = None
         for a, b in pairs:
-            check = _disjoint(ranges[a], ranges[b])
+            check = disjoint(ranges[a], ranges[b])
             ok = check if ok is None else arith.andi(ok, check)
         assert ok is not None
-        branch = scf.IfOp(ok, results, has_else=True)
-        with ir.InsertionPoint(branch.then_block):
-            call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name + AFFINE_SUFFIX), args)
-            scf.YieldOp(list(call.results))
-        with ir.InsertionPoint(branch.else_block):
-            call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name + SCF_SUFFIX), args)
-            scf.YieldOp(list(call.results))
-        func.ReturnOp(list(branch.results))
+        call_either(ok, results, (name + AFFINE_SUFFIX, args), (name + SCF_SUFFIX, args))
 
 
 def _mark_noalias(fn_op: ir.Operation) -> None:
@@ -185,12 +222,4 @@ def _mark_noalias(fn_op: ir.Operation) -> None:
     memrefs = [a for a in fn_op.opview.entry_block.arguments if isinstance(a.type, ir.MemRefType)]
     if any(has_unknown_extent(a) for a in memrefs) or _contains_op(fn_op, _GLOBAL_OPS):
         return
-    old = ir.ArrayAttr(fn_op.attributes["arg_attrs"]) if "arg_attrs" in fn_op.attributes else None
-    attrs = []
-    for k, arg in enumerate(fn_op.opview.entry_block.arguments):
-        current = ir.DictAttr(old[k]) if old is not None else ir.DictAttr.get({})
-        entries = {current[i].name: current[i].attr for i in range(len(current))}
-        if isinstance(arg.type, ir.MemRefType):
-            entries[NOALIAS_ATTR] = ir.UnitAttr.get()
-        attrs.append(ir.DictAttr.get(entries))
-    fn_op.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+    rewrite_argument_attributes(fn_op, add_to_arrays=NOALIAS_ATTR)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 from mlir import ir
-from mlir.dialects import arith, func, memref, scf
+from mlir.dialects import arith, memref
 
 from polyflow.ir.affine_text import Namer, NotModeled, if_condition, loop_bounds
 from polyflow.ir.aliasing import has_argument_attribute, has_unknown_extent
@@ -54,7 +54,14 @@ from polyflow.options import Options
 from polyflow.poly import isl_helpers as ih
 from polyflow.report import Remark, Severity
 
-from .alias_guard import address_range, element_bytes, may_be_written
+from .alias_guard import (
+    address_range,
+    call_either,
+    disjoint,
+    may_be_written,
+    rewrite_argument_attributes,
+    row_bytes,
+)
 
 # Ops that compute without memory or regions: a parameter computed by them is recomputed in the
 # dispatcher.
@@ -306,21 +313,15 @@ def _make_dispatcher(
             # the sized array starts at the pointer: rows below it keep the pointer copy
             ok = arith.andi(ok, arith.cmpi(arith.CmpIPredicate.sge, low, index_value(0)))
             sized_args[pointer.arg.arg_number] = _with_rows(pointer.arg, rows)
-            base, row_bytes = _row_bytes(pointer.arg)
-            begin = arith.addi(base, arith.muli(low, row_bytes))
-            ranges[pointer.arg.arg_number] = (begin, arith.addi(base, arith.muli(rows, row_bytes)))
+            base, size = row_bytes(pointer.arg)
+            begin = arith.addi(base, arith.muli(low, size))
+            ranges[pointer.arg.arg_number] = (begin, arith.addi(base, arith.muli(rows, size)))
         for a, b in pairs:
             first = ranges.get(a) or address_range(args[a])
             second = ranges.get(b) or address_range(args[b])
             ok = arith.andi(ok, _disjoint(first, second))
-        branch = scf.IfOp(ok, results, has_else=True)
-        with ir.InsertionPoint(branch.then_block):
-            call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name + SIZED_SUFFIX), sized_args)
-            scf.YieldOp(list(call.results))
-        with ir.InsertionPoint(branch.else_block):
-            call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name + POINTERS_SUFFIX), args)
-            scf.YieldOp(list(call.results))
-        func.ReturnOp(list(branch.results))
+        sized, pointers_copy = name + SIZED_SUFFIX, name + POINTERS_SUFFIX
+        call_either(ok, results, (sized, sized_args), (pointers_copy, args))
     for op in reversed(old_ops):
         op.erase()
     fn.attributes[NO_RAISE_ATTR] = ir.UnitAttr.get()
@@ -469,43 +470,19 @@ def _with_rows(arg: ir.Value, rows: ir.Value) -> ir.Value:
     return memref.CastOp(mtype, view).result
 
 
-def _row_bytes(arg: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """The address `arg` starts at and the bytes of one row (its first index), as `index`."""
-    mtype = ir.MemRefType(arg.type)
-    size: ir.Value = index_value(element_bytes(mtype.element_type))
-    for k, extent in enumerate(mtype.shape[1:], start=1):
-        dim = memref.dim(arg, index_value(k)) if ir.ShapedType.is_dynamic_size(extent) else None
-        size = arith.muli(size, dim if dim is not None else index_value(extent))
-    return memref.extract_aligned_pointer_as_index(arg), size
-
-
 def _disjoint(a: tuple[ir.Value, ir.Value], b: tuple[ir.Value, ir.Value]) -> ir.Value:
     """Whether byte ranges `[a0, a1)` and `[b0, b1)` share no byte (an empty one shares none)."""
-    before = arith.cmpi(arith.CmpIPredicate.ule, a[1], b[0])
-    after = arith.cmpi(arith.CmpIPredicate.ule, b[1], a[0])
     empty_a = arith.cmpi(arith.CmpIPredicate.ule, a[1], a[0])
     empty_b = arith.cmpi(arith.CmpIPredicate.ule, b[1], b[0])
-    return arith.ori(arith.ori(before, after), arith.ori(empty_a, empty_b))
+    return arith.ori(disjoint(a, b), arith.ori(empty_a, empty_b))
 
 
 def _mark_sized(fn: ir.Operation) -> None:
     """The sized copy's pointers lose `unknown_extent`; its arrays get `noalias` (checked by the
     dispatcher, or by the alias guard's before it), unless the function reaches a global array,
     which could be one of them."""
-    old = ir.ArrayAttr(fn.attributes["arg_attrs"]) if "arg_attrs" in fn.attributes else None
-    noalias = not ops_named(fn, "memref.get_global")
-    attrs = []
-    for k, arg in enumerate(fn.regions[0].blocks[0].arguments):
-        current = ir.DictAttr(old[k]) if old is not None else ir.DictAttr.get({})
-        entries = {
-            current[i].name: current[i].attr
-            for i in range(len(current))
-            if current[i].name != UNKNOWN_EXTENT_ATTR
-        }
-        if noalias and isinstance(arg.type, ir.MemRefType):
-            entries[NOALIAS_ATTR] = ir.UnitAttr.get()
-        attrs.append(ir.DictAttr.get(entries))
-    fn.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+    noalias = NOALIAS_ATTR if not ops_named(fn, "memref.get_global") else None
+    rewrite_argument_attributes(fn, add_to_arrays=noalias, drop=UNKNOWN_EXTENT_ATTR)
 
 
 def _remark(fn: ir.Operation, text: str, severity: Severity = "remark") -> Remark:
