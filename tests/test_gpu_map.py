@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,8 +17,10 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 import polyflow
+import polyflow.tc as tc
 from polyflow import Options
 from polyflow.drivers.gpu_launch import CpuLauncher, HostProgram
+from polyflow.gpu_map import launch
 from polyflow.gpu_map.emulate import emulate_kernels
 from polyflow.gpu_map.kernels import NotMappable, form_kernels
 from polyflow.gpu_map.launch import block_shape
@@ -351,16 +354,13 @@ def test_per_thread_arithmetic_across_a_barrier_is_computed_again_after_it() -> 
     assert np.array_equal(_rotate(again), np.arange(64, dtype=np.float32))
 
 
-def test_a_loaded_value_carried_across_a_barrier_is_refused() -> None:
-    from polyflow.gpu_map.emulate import NotEmulatable
-
-    # %x, loaded by each thread before the barrier, is used after it
+def test_a_loaded_value_carried_across_a_barrier_stays_the_threads_own() -> None:
+    # %x, loaded by each thread before the barrier, is used after it: a GPU thread keeps it in
+    # a register; the emulation keeps one per thread (a shared value would give 63 everywhere)
     carried = ROTATE.replace(
-        "      gpu.barrier\n", "      %x = memref.load %B[%t] : memref<64xf32>\n      gpu.barrier\n"
+        "      gpu.barrier\n", "      %x = memref.load %A[%t] : memref<64xf32>\n      gpu.barrier\n"
     ).replace("memref.store %w, %B[%t2]", "memref.store %x, %B[%t2]")
-    context, module = _parsed(carried)
-    with context, pytest.raises(NotEmulatable, match="before a barrier is used after it"):
-        emulate_kernels(module)
+    assert np.array_equal(_rotate(carried), np.arange(64, dtype=np.float32))
 
 
 def test_emulated_kernels_lower_to_plain_cpu_code() -> None:
@@ -696,3 +696,90 @@ def test_a_band_of_unknown_size_gets_both_kernels_and_the_host_chooses() -> None
         gpu.emulate(n, m, A, out)
         cpu(n, m, A, expected)
         assert np.array_equal(out, expected), (n, m)
+
+
+# --- register tiles, loops folded into the grid, padded tiles ------------------------------------
+
+TMM = "def tmm(float(M,K) A, float(N,K) B) -> (C) { C(m, n) +=! A(m, k) * B(n, k) }"
+
+
+def _kernel_remark(fn: Any) -> Any:
+    (kernel,) = [r for r in fn.report.remarks if r.kind == "gpu-kernel"]
+    return kernel
+
+
+def test_full_tiles_give_each_thread_a_register_tile(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launch, "MIN_TILED_BLOCKS", 1)  # small sizes: the test stays quick
+    fn = tc.define(TMM, target="cuda")
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((64, 40)).astype(np.float32)  # 64 = 8 threads × 4 × 2 blocks
+    B = rng.standard_normal((256, 40)).astype(np.float32)  # 256 = 32 threads × 4 × 2 blocks
+    C = fn.emulate(A, B)
+    assert np.allclose(C, A @ B.T, rtol=1e-5, atol=1e-5)
+    kernel = _kernel_remark(fn)
+    assert kernel.data["register_tile"] == [4, 4], kernel.message
+    assert "4×4 points per thread" in kernel.message
+    stage = fn.mlir("gpu")
+    # every copy's point in one reduction loop: 16 partial sums carried, no slots in between
+    assert "iter_args" in stage and stage.count("gpu.barrier") == 2
+    # a size that leaves a partial tile gets no register tile (its copies would need guards)
+    C = fn.emulate(A[:63], B)
+    assert np.allclose(C, A[:63] @ B.T, rtol=1e-5, atol=1e-5)
+    assert _kernel_remark(fn).data["register_tile"] == []
+
+
+def test_a_dropped_barrier_in_a_register_tiled_kernel_changes_the_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(launch, "MIN_TILED_BLOCKS", 1)
+    fn = tc.define(TMM, target="cuda")
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((32, 70)).astype(np.float32)
+    B = rng.standard_normal((128, 70)).astype(np.float32)
+    C = fn.emulate(A, B)
+    assert _kernel_remark(fn).data["register_tile"] == [4, 4]
+    stage = fn.mlir("gpu")
+    dropped = "\n".join(line for line in stage.splitlines() if "gpu.barrier" not in line)
+    host = HostProgram(dropped)
+    out = np.zeros((32, 128), dtype=np.float32)
+    args = [int(a.ctypes.data) for a in (A, B, out)]
+    host.run(fn._gpu_compiled((A, B)).entry, args, CpuLauncher(dropped))
+    assert np.allclose(C, A @ B.T, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(out, C, rtol=1e-5, atol=1e-5)
+
+
+GROUP_CONV = """
+def group_conv(float(N,G,C,H,W) I, float(G,F,C,KH,KW) W1) -> (O) {
+  O(n, g, f, h, w) +=! I(n, g, c, h + kh, w + kw) * W1(g, f, c, kh, kw)
+}
+"""
+
+
+def test_parallel_loops_beyond_three_fold_into_the_grid() -> None:
+    fn = tc.define(GROUP_CONV, target="cuda")
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((3, 2, 2, 7, 6)).astype(np.float32)
+    w = rng.standard_normal((2, 3, 2, 3, 3)).astype(np.float32)
+    out = fn.emulate(x, w)
+    expected = np.zeros((3, 2, 3, 5, 4), dtype=np.float64)
+    for i in range(3):
+        for j in range(3):
+            expected += np.einsum(
+                "ngchw,gfc->ngfhw", x[:, :, :, i : i + 5, j : j + 4], w[..., i, j]
+            )
+    assert np.allclose(out, expected, rtol=1e-4, atol=1e-4)
+    axes = [loop["axis"] for loop in _kernel_remark(fn).data["loops"]]
+    assert axes == ["x", "y", "z", "blocks x", "blocks x"], axes
+    assert not [r for r in fn.report.remarks if "three axes" in r.message]
+
+
+def test_a_promoted_tile_of_even_rows_is_padded_against_bank_conflicts() -> None:
+    fn = tc.define(TMM, target="cuda")
+    A = np.ones((33, 17), dtype=np.float32)
+    B = np.ones((40, 17), dtype=np.float32)
+    C = fn.emulate(A, B)
+    assert np.array_equal(C, np.full((33, 40), 17.0, dtype=np.float32))
+    promoted = _kernel_remark(fn).data["promoted"]
+    assert sorted(tuple(p["shape"]) for p in promoted) == [(8, 32), (32, 32)]
+    assert sorted(p["bytes"] for p in promoted) == [8 * 33 * 4, 32 * 33 * 4]
+    assert "memref<32x33xf32" in fn.mlir("gpu")

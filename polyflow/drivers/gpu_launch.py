@@ -19,8 +19,10 @@ is checked on machines without a GPU.
 from __future__ import annotations
 
 import ctypes
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from mlir import ir
@@ -480,6 +482,9 @@ class CupyLauncher:
         self._np = np
         self._ptx = ptx
         self._modules: dict[str, Any] = {}
+        # RawModule takes PTX only as a file (text given as `code` is compiled as CUDA C++),
+        # and reads it lazily: the files live as long as the launcher
+        self._folder = tempfile.TemporaryDirectory(prefix="polyflow-ptx-")
 
     def launch(
         self,
@@ -490,7 +495,9 @@ class CupyLauncher:
         args: list[tuple[str, int | float]],
     ) -> None:
         if module not in self._modules:
-            self._modules[module] = self._cupy.RawModule(code=self._ptx[module])
+            path = Path(self._folder.name) / f"{module}.ptx"
+            path.write_text(self._ptx[module])
+            self._modules[module] = self._cupy.RawModule(path=str(path))
         function = self._modules[module].get_function(kernel)
         np = self._np
         kinds = {

@@ -175,6 +175,9 @@ def _launch_remarks(launches: list[LaunchInfo], formed: KernelFormation) -> list
                     "(-fassociative-math: the result may differ from C's order in the last bits)",
                 )
             )
+        if launch.register_tile:
+            points = "×".join(str(f) for f in launch.register_tile)
+            shape += f", {points} points per thread (register tile)"
         if launch.promoted:
             tiles = ", ".join(
                 (f"argument {p.argument}" if p.argument is not None else "an array")
@@ -191,6 +194,7 @@ def _launch_remarks(launches: list[LaunchInfo], formed: KernelFormation) -> list
                 f"kernel: loops mapped to blocks × threads ({mapped}), block {shape}",
                 {
                     "block": list(launch.block),
+                    "register_tile": list(launch.register_tile),
                     "loops": [{"line": loop.line, "axis": loop.axis} for loop in launch.loops],
                     "promoted": [
                         {"argument": p.argument, "shape": list(p.shape), "bytes": p.bytes}

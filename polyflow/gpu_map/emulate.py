@@ -19,7 +19,7 @@ once per block. `gpu.alloc`/`gpu.dealloc`/`gpu.memcpy` become their host equival
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import func, memref, scf
+from mlir.dialects import arith, func, gpu, memref, scf
 
 from polyflow.ir.names import SHARED_ATTR, symbol_name
 from polyflow.ir.ops import (
@@ -28,6 +28,7 @@ from polyflow.ir.ops import (
     nested_in_any,
     ops_named,
     remap_operands,
+    shared_buffer,
     walk,
 )
 
@@ -83,6 +84,7 @@ def _cpu_kernel(kernel: ir.Operation, name: str) -> ir.Operation:
     old_entry = kernel.regions[0].blocks[0]
     for old, new in zip(old_entry.arguments, args[6:], strict=True):
         old.replace_all_uses_with(new)
+    _demote_carried_values(old_entry, kernel.location)
     ops = [o.operation for o in old_entry.operations]
     block_ivs, ip = _loops_over(grid, ir.InsertionPoint(entry), kernel.location)
     with ir.InsertionPoint(entry), kernel.location:
@@ -119,6 +121,125 @@ def _cpu_kernel(kernel: ir.Operation, name: str) -> ir.Operation:
     for op in id_ops:
         op.erase()
     return fn.operation
+
+
+MAX_BLOCK_THREADS = 1024
+
+
+def _demote_carried_values(body: ir.Block, loc: ir.Location) -> None:
+    """The values a loop around a barrier carries from one iteration to the next (a register
+    tile's partial sums) differ between the threads: each goes to a per-thread slot of a block
+    buffer (stored before the loop and at the end of each iteration, loaded where it is used),
+    which is what a GPU thread's registers are to the split thread loops."""
+    loops = [
+        op
+        for op in walk(body.owner.operation)
+        if op.name == "scf.for"
+        and len(op.results) > 0
+        and any(inner.name == "gpu.barrier" for inner in walk(op))
+    ]
+    crossing = _values_across_barriers(body)
+    if not loops and not crossing:
+        return
+    first = next(o.operation for o in body.operations)
+    dims = [ir.Attribute.parse(f"#gpu<dim {axis}>") for axis in "xyz"]
+    with ir.InsertionPoint(first), loc:
+        tids = [gpu.ThreadIdOp(d).result for d in dims]
+        sizes = [gpu.BlockDimOp(d).result for d in dims]
+
+    def thread_linear() -> ir.Value:
+        return arith.AddIOp(
+            tids[0],
+            arith.MulIOp(
+                sizes[0], arith.AddIOp(tids[1], arith.MulIOp(sizes[1], tids[2])).result
+            ).result,
+        ).result
+
+    for value, users in crossing:
+        definer = value.owner.operation
+        with ir.InsertionPoint(definer), loc:
+            slot = shared_buffer((MAX_BLOCK_THREADS,), value.type)
+        with ir.InsertionPoint.after(definer), loc:  # type: ignore[attr-defined]
+            memref.StoreOp(value, slot, [thread_linear()])
+        for user, number in users:
+            with ir.InsertionPoint(user), loc:
+                user.operands[number] = memref.LoadOp(slot, [thread_linear()]).result
+    for loop in loops:
+        with ir.InsertionPoint(loop), loc:
+            linear = thread_linear()
+            slots = [shared_buffer((MAX_BLOCK_THREADS,), value.type) for value in loop.operands[3:]]
+            for slot, value in zip(slots, list(loop.operands)[3:], strict=True):
+                memref.StoreOp(value, slot, [linear])
+        loop_body = loop.regions[0].blocks[0]
+        carried = list(loop_body.arguments)[1:]
+        ops = [o.operation for o in loop_body.operations]
+        with ir.InsertionPoint(ops[-1]), loc:
+            for slot, value in zip(slots, list(ops[-1].operands), strict=True):
+                memref.StoreOp(value, slot, [linear])
+        _load_at_uses(carried, slots, linear, loop, loc)
+        with ir.InsertionPoint(loop), loc:
+            plain = scf.ForOp(*list(loop.operands)[:3])
+        ops = [o.operation for o in loop_body.operations]  # the stores and loads included
+        for op in ops[:-1]:
+            plain.body.append(op)
+        with ir.InsertionPoint(plain.body), loc:
+            scf.YieldOp([])
+        loop_body.arguments[0].replace_all_uses_with(plain.induction_variable)
+        _load_at_uses(list(loop.results), slots, linear, loop.parent.operation, loc)
+        ops[-1].erase()
+        loop.erase()
+
+
+def _values_across_barriers(
+    body: ir.Block,
+) -> list[tuple[ir.Value, list[tuple[ir.Operation, int]]]]:
+    """The results of ops (not pure arithmetic, which is computed again) at a block level of
+    the kernel that are used after a barrier at that level, with those uses (user, operand
+    number): a GPU thread keeps them in registers, the split thread loops need them stored."""
+    found: list[tuple[ir.Value, list[tuple[ir.Operation, int]]]] = []
+    ops = [o.operation for o in body.operations]
+    barrier_at = [
+        k for k, op in enumerate(ops) if any(inner.name == "gpu.barrier" for inner in walk(op))
+    ]
+    for k, op in enumerate(ops):
+        if any(inner.name == "gpu.barrier" for inner in walk(op)) and op.name == "scf.for":
+            found += _values_across_barriers(op.regions[0].blocks[0])
+        block_level = op.name == "memref.alloca" or op.name.startswith("gpu.")
+        if _is_pure(op) or block_level or not barrier_at or k > barrier_at[-1]:
+            continue
+        for value in op.results:
+            users = []
+            for use in value.uses:
+                user = use.owner.operation
+                top = user
+                while top.parent is not None and top.parent.operation != body.owner.operation:
+                    top = top.parent.operation
+                position = next((j for j, o in enumerate(ops) if o == top), None)
+                if position is not None and any(k < b <= position for b in barrier_at):
+                    users.append((user, use.operand_number))
+            if users:
+                found.append((value, users))
+    return found
+
+
+def _load_at_uses(
+    values: list[ir.Value],
+    slots: list[ir.Value],
+    linear: ir.Value,
+    owner: ir.Operation,
+    loc: ir.Location,
+) -> None:
+    """Replace each use of `values[k]` by a load of `slots[k][linear]` placed just before the
+    user's ancestor among the ops of `owner`'s body."""
+    for value, slot in zip(values, slots, strict=True):
+        for use in list(value.uses):
+            user = use.owner.operation
+            top = user
+            while top.parent is not None and top.parent.operation != owner:
+                top = top.parent.operation
+            with ir.InsertionPoint(top), loc:
+                loaded = memref.LoadOp(slot, [linear]).result
+            user.operands[use.operand_number] = loaded
 
 
 def _loops_over(

@@ -5,7 +5,7 @@ The polyhedral stage has scheduled the function for the GPU (`target="cuda"`: th
 members of each band outermost, no cache tiles) and marked every loop that may run in parallel
 (`PARALLEL_LOOP_ATTR`). Here, walking the function's body from the outside in:
 
-- a marked loop starts a **band kernel**: it and up to two marked loops nested perfectly inside
+- a marked loop starts a **band kernel**: it and up to five marked loops nested perfectly inside
   it (with bounds that do not depend on the band's own induction variables) become nested
   one-dimensional `affine.parallel` ops, the band, which `launch.py` maps to blocks and threads
   (the last one to `threadIdx.x`: the loop most accesses walk contiguously is moved there, for
@@ -73,7 +73,9 @@ _HOST_ANYWAY = frozenset(
         "memref.cast",
     }
 )
-MAX_BAND = 3  # a grid and a block have three dimensions
+# A grid and a block have three axes; the threads take a band's three innermost loops, and up
+# to three loops outside them are folded into the grid's x axis (launch.py).
+MAX_BAND = 6
 # host ops a pending single-thread kernel may move past (they read shapes and addresses only)
 _PURE_HOST = frozenset(
     {
@@ -384,7 +386,7 @@ def _band_kernel(loop: ir.Operation, formed: KernelFormation) -> ir.Operation:
 def _why_in_thread(loop: ir.Operation, depth: int) -> str:
     if PARALLEL_LOOP_ATTR in loop.attributes:
         why = (
-            "the grid and the block have three axes"
+            f"a kernel maps at most {MAX_BAND} loops"
             if depth == MAX_BAND
             else "it is not perfectly nested in the mapped loops, or its bounds depend on them"
         )

@@ -2,11 +2,14 @@
 of nested `scf.parallel` loops that `kernels.py` formed (lowered from `affine.parallel`) becomes
 one `gpu.launch`.
 
-The band's loops, innermost first, go to x, y and z. Each is strip-mined by the block's size on
-its axis: thread `t` of block `b` runs iteration `(b + k·gridDim)·blockDim + t` for k = 0, 1, ...
-(the tile loop is uniform across a block, so barriers inside it are safe; it runs once per block
-unless the grid is capped), guarded by `iteration < trip count`, which handles parametric sizes
-and partial tiles. Block sizes are `Options.block` (x, y, z) or the defaults by band depth
+The band's three innermost loops, innermost first, go to x, y and z. Each is strip-mined by the
+block's size on its axis: thread `t` of block `b` runs iteration `(b + k·gridDim)·blockDim + t`
+for k = 0, 1, ... (the tile loop is uniform across a block, so barriers inside it are safe; it
+runs once per block unless the grid is capped), guarded by `iteration < trip count`, which
+handles parametric sizes and partial tiles. A band's loops outside those three (up to three
+more: a convolution's batch and group) are folded into the grid's x axis: block x enumerates
+(their points) × (x tiles), each block decoding its point, so that every parallel loop gets
+its own blocks instead of running sequentially in each thread. Block sizes are `Options.block` (x, y, z) or the defaults by band depth
 (256; 32×8; 32×4×2), shrunk to a trip count known to be smaller; the grid covers the trip
 counts, capped by `Options.grid` or the CUDA limits.
 
@@ -26,6 +29,7 @@ from polyflow.ir.affine import index_constant
 from polyflow.ir.locations import source_position
 from polyflow.ir.ops import index_value, nested_in, walk
 
+from .kernels import MAX_BAND
 from .promotion import KernelParts, Promoted, promote_to_shared
 from .reduction import (
     MAX_POINTS_FOR_TREE,
@@ -35,6 +39,7 @@ from .reduction import (
     reduction_loops,
     tree_kernel,
 )
+from .register_tiles import jam_copies, jammable_loop
 
 # Threads per block by band depth, (x, y, z): a warp's worth along x (coalesced), 256 threads.
 DEFAULT_BLOCKS: dict[int, tuple[int, ...]] = {1: (256,), 2: (32, 8), 3: (32, 4, 2)}
@@ -43,6 +48,11 @@ GRID_LIMITS = (2**31 - 1, 65535, 65535)
 MAX_BLOCK_THREADS = 1024
 BLOCK_LIMITS = (1024, 1024, 64)
 AXES = ("x", "y", "z")
+# Register tiles, (x, y) points per thread, preferred first: the first whose tiles are all full
+# and that leaves at least `MIN_TILED_BLOCKS` blocks (a wave on a 132-multiprocessor H100/H200)
+# is taken.
+REGISTER_TILES = ((4, 4), (4, 2), (2, 2), (2, 1))
+MIN_TILED_BLOCKS = 132
 
 
 @dataclass
@@ -67,6 +77,7 @@ class LaunchInfo:
     tree: list[bool] = field(default_factory=list)
     # the host runs this kernel when the band has fewer points than this (else the next one)
     chosen_below: int | None = None
+    register_tile: tuple[int, ...] = ()  # points per thread by axis (x first), when above one
 
 
 def map_launches(
@@ -141,10 +152,10 @@ def _outermost_parallels(op: ir.Operation) -> list[ir.Operation]:
 
 
 def _band(outer: ir.Operation) -> list[ir.Operation]:
-    """`outer` and the `scf.parallel` loops perfectly nested in it (up to 3), hoisting the pure
-    ops between them (their bounds' arithmetic) above `outer`."""
+    """`outer` and the `scf.parallel` loops perfectly nested in it (up to `MAX_BAND`), hoisting
+    the pure ops between them (their bounds' arithmetic) above `outer`."""
     band = [outer]
-    while len(band) < 3:
+    while len(band) < MAX_BAND:
         ops = [op.operation for op in band[-1].regions[0].blocks[0].operations][:-1]
         inner = [op for op in ops if op.name == "scf.parallel"]
         if len(inner) != 1 or ops[-1] != inner[0]:
@@ -205,15 +216,16 @@ def _launch(
 ) -> LaunchInfo:
     band = _band(outer)  # (a second call finds the ops between its loops hoisted already)
     info = LaunchInfo(outer.location)
-    depth = len(band)
-    by_axis = list(reversed(band))  # x is the innermost loop
     tree = _tree_reduction(band, reassociate)
     if tree is not None:
         return _tree_launch(outer, band, tree, block, grid, info)
+    every = list(reversed(band))  # innermost first
+    by_axis, folded = every[: len(AXES)], every[len(AXES) :]  # threads; folded into grid x
+    depth = len(by_axis)
     with ir.InsertionPoint(outer), outer.location:
         lows, trips, steps, known = [], [], [], []
         zero = index_value(0)
-        for loop in by_axis:
+        for loop in every:
             low, high, step = list(loop.operands)[:3]
             span = arith.SubIOp(high, low).result
             trip = arith.MaxSIOp(arith.CeilDivSIOp(span, step).result, zero).result
@@ -226,17 +238,31 @@ def _launch(
                 if lo_c is not None and hi_c is not None and st_c
                 else None
             )
-        threads = block_shape(depth, known, block)
+        threads = block_shape(depth, known[:depth], block)
+        full = not folded and all(
+            trip is not None and trip % size == 0
+            for trip, size in zip(known[:depth], threads, strict=True)
+        )
+        factors = _register_tile(band, known[:depth], threads, steps[:depth]) if full else None
+        tile_sizes = [size * f for size, f in zip(threads, factors or [1] * depth, strict=True)]
         caps = [
             min(grid[k], GRID_LIMITS[k]) if grid is not None and k < len(grid) else GRID_LIMITS[k]
             for k in range(depth)
         ]
         one = index_value(1)
+        tiles_per_axis: list[ir.Value] = []
         grid_sizes: list[ir.Value] = []
         for k in range(depth):
-            blocks = arith.CeilDivSIOp(trips[k], index_value(threads[k])).result
+            blocks = arith.CeilDivSIOp(trips[k], index_value(tile_sizes[k])).result
+            tiles_per_axis.append(blocks)
+            if k == 0:
+                for trip in trips[depth:]:  # the folded loops' points, times the x tiles
+                    blocks = arith.MulIOp(blocks, trip).result
             blocks = arith.MinSIOp(blocks, index_value(caps[k])).result
             grid_sizes.append(arith.MaxSIOp(blocks, one).result)  # a launch needs one block
+        x_span = arith.MulIOp(tiles_per_axis[0], index_value(threads[0])).result
+        for trip in trips[depth:]:
+            x_span = arith.MulIOp(x_span, trip).result
         grid3 = ([*grid_sizes, one, one])[:3]
         block3 = ([index_value(t) for t in threads] + [one, one])[:3]
         launch = gpu.LaunchOp(tuple(grid3), tuple(block3))
@@ -246,44 +272,70 @@ def _launch(
     loc = outer.location
     ip = ir.InsertionPoint(body)
     tiles: list[scf.ForOp] = []
+    tile_starts: list[ir.Value] = []
+    folded_points: list[ir.Value] = []
     for k in range(depth):
         with ip, loc:
-            size = index_value(threads[k])
+            size = index_value(tile_sizes[k])
             start = arith.MulIOp(block_ids[k], size).result
             stride = arith.MulIOp(grid_dims[k], size).result
-            tile = scf.ForOp(start, trips[k], stride)
+            # x runs over (folded points) × (x tiles) when loops are folded into it
+            tile = scf.ForOp(start, x_span if k == 0 and folded else trips[k], stride)
         with ir.InsertionPoint(tile.body), loc:
             scf.YieldOp([])
         ip = ir.InsertionPoint(next(op.operation for op in tile.body.operations))
         tiles.append(tile)
+        tile_starts.append(tile.induction_variable)
+        if k == 0 and folded:
+            with ip, loc:
+                x_tiles = tiles_per_axis[0]
+                linear = arith.DivSIOp(tile.induction_variable, size).result
+                tile_starts[0] = arith.MulIOp(arith.RemSIOp(linear, x_tiles).result, size).result
+                rest = arith.DivSIOp(linear, x_tiles).result
+                for j in range(len(folded)):
+                    trip = trips[depth + j]
+                    folded_points.append(arith.RemSIOp(rest, trip).result)
+                    rest = arith.DivSIOp(rest, trip).result
     with ip, loc:
-        positions = [
-            arith.AddIOp(tiles[k].induction_variable, thread_ids[k]).result for k in range(depth)
-        ]
+        positions = [arith.AddIOp(tile_starts[k], thread_ids[k]).result for k in range(depth)]
         inside = None
         for k in range(depth):
             below = arith.CmpIOp(arith.CmpIPredicate.slt, positions[k], trips[k]).result
             inside = below if inside is None else arith.AndIOp(inside, below).result
+        if full:  # every tile is full: whenever the tile loop runs, each thread has its point
+            inside = arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result
         guard = scf.IfOp(inside)
     with ir.InsertionPoint(guard.then_block), loc:
         ivs = [
-            arith.AddIOp(lows[k], arith.MulIOp(positions[k], steps[k]).result).result
-            for k in range(depth)
+            arith.AddIOp(lows[k], arith.MulIOp(position, steps[k]).result).result
+            for k, position in enumerate(positions + folded_points)
         ]
         end = scf.YieldOp([])
     with ir.InsertionPoint(body), loc:
         gpu.TerminatorOp()
     innermost = band[-1].regions[0].blocks[0]
-    for op in [op.operation for op in innermost.operations][:-1]:
+    point_body = [op.operation for op in innermost.operations][:-1]
+    jammed = jammable_loop(innermost, outer) if factors else None
+    for op in point_body:
         op.move_before(end.operation)
-    for k, loop in enumerate(by_axis):
+    for k, loop in enumerate(every):
         loop.regions[0].blocks[0].arguments[0].replace_all_uses_with(ivs[k])
-    for k, loop in enumerate(by_axis):
+    if factors and jammed is not None:
+        offsets = [
+            [j * threads[k] * int(index_constant(steps[k]) or 0) for j in range(factors[k])]
+            for k in range(depth)
+        ]
+        jam_copies(point_body, jammed, ivs[:depth], offsets)
+        info.register_tile = tuple(factors)
+    for k, loop in enumerate(every):
         position = source_position(loop.location)
-        info.loops.append(MappedLoop(position.line if position else None, AXES[k]))
+        axis = AXES[k] if k < depth else "blocks x"
+        info.loops.append(MappedLoop(position.line if position else None, axis))
     outer.erase()
     step_values = [index_constant(step) for step in steps]
-    if shared_memory > 0 and all(step is not None for step in step_values):
+    # promotion assumes every index is a thread's band position or block-uniform outside the
+    # launch; folded points are neither (decoded inside it), so folded kernels keep their reads
+    if shared_memory > 0 and not folded and all(step is not None for step in step_values):
         parts = KernelParts(
             launch.operation,
             tiles[-1].operation,
@@ -293,6 +345,7 @@ def _launch(
             list(threads),
             ivs,
             [int(step) for step in step_values if step is not None],
+            exact=full,
         )
         with loc:
             info.promoted = promote_to_shared(parts, shared_memory)
@@ -300,6 +353,31 @@ def _launch(
     info.block = tuple(threads)
     info.single_thread = known == [1]
     return info
+
+
+def _register_tile(
+    band: list[ir.Operation],
+    trips: list[int | None],
+    threads: list[int],
+    steps: list[ir.Value],
+) -> list[int] | None:
+    """Points per thread by axis (x first; `REGISTER_TILES`) for a band whose point body is a
+    jammable reduction (register_tiles.py) and whose tiles would all be full; None for one."""
+    if len(band) > 2 or jammable_loop(band[-1].regions[0].blocks[0], band[0]) is None:
+        return None
+    if any(index_constant(step) is None for step in steps):
+        return None
+    for choice in REGISTER_TILES:
+        factors = list(choice[: len(band)])
+        blocks = 1
+        for trip, size, factor in zip(trips, threads, factors, strict=True):
+            if trip is None or trip % (size * factor):
+                blocks = 0
+                break
+            blocks *= trip // (size * factor)
+        if blocks >= MIN_TILED_BLOCKS:
+            return factors
+    return None
 
 
 def _trip(loop: ir.Operation) -> int | None:
@@ -315,6 +393,8 @@ def _tree_reduction(
     """The reduction loops of the band's body to share out over a block's threads
     (reduction.py), when the band has few points and the loops many iterations; with
     `unknown_size`, only for a band whose size is not known here (the host then chooses)."""
+    if len(band) > len(AXES):
+        return None  # one block per band point: the grid has three axes
     points = 1
     for loop in band:
         trip = _trip(loop)

@@ -18,7 +18,8 @@ Each thread still runs L's iterations in their order, so floating-point results 
 The values L carries (its `iter_args`) live in per-thread slots in shared memory across the
 barriers; the index arithmetic before L is computed again in each part. The tiles and slots are
 `memref.alloca` marked `SHARED_ATTR`: the CUDA lowering makes them the kernel's workgroup
-(`.shared`) memory, the CPU emulation one buffer per block. `T` is 32, halved until everything
+(`.shared`) memory, the CPU emulation one buffer per block; a tile's rows are padded to an odd
+length (no bank conflicts when a warp reads down a column). `T` is 32, halved until everything
 fits `budget` bytes (`Options.shared_memory`). Kernels that do not have this shape are left
 as they are.
 """
@@ -48,6 +49,9 @@ class KernelParts:
     threads: list[int]
     ivs: list[ir.Value]
     steps: list[int]  # each band loop's step
+    # every thread of the block has a point whenever the tile loop runs (full tiles only): the
+    # guard is always true, and the carried values stay in registers across the barriers
+    exact: bool = False
 
 
 @dataclass
@@ -156,7 +160,7 @@ def _writes(launch: ir.Operation) -> list[ir.Value]:
 
 def _plan(
     parts: KernelParts, budget: int
-) -> tuple[ir.Operation, list[_Read], int, list[ir.Operation]] | None:
+) -> tuple[ir.Operation, list[list[_Read]], int, list[ir.Operation]] | None:
     body = _ops(parts.guard.regions[0].blocks[0])
     loops = [op for op in body if op.name == "scf.for"]
     written = _writes(parts.launch)
@@ -202,13 +206,27 @@ def _plan(
                     op == loop and any(value == i for i in initial)
                 ):
                     raise _NotPromotable("a value computed before the loop is used after it")
+        slot_bytes = 0 if parts.exact else sum(_bytes(v.type) for v in initial)
         for tile_step in TILE_STEPS:
-            kept = [r for r in reads if _reuse(r, parts, tile_step, k)]
-            total = sum(_tile_bytes(r, parts, tile_step, k) for r in kept)
-            total += sum(_bytes(v.type) for v in initial) * _product(parts.threads)
+            kept = _same_tiles([r for r in reads if _reuse(r, parts, tile_step, k)])
+            total = sum(_tile_bytes(group[0], parts, tile_step, k) for group in kept)
+            total += slot_bytes * _product(parts.threads)
             if kept and total <= budget:
                 return loop, kept, tile_step, pre_pure
     return None
+
+
+def _same_tiles(reads: list[_Read]) -> list[list[_Read]]:
+    """`reads` grouped by array and subscripts: one tile serves each group (a thread's register
+    tile reads one row of A for all the points of its row)."""
+    groups: dict[tuple[object, ...], list[_Read]] = {}
+    for read in reads:
+        key = (
+            read.load.operands[0],
+            *(frozenset(form.items()) for form in read.forms),
+        )
+        groups.setdefault(key, []).append(read)
+    return list(groups.values())
 
 
 def _identity(t: ir.Type) -> bool:
@@ -255,7 +273,16 @@ def _bytes(t: ir.Type) -> int:
 
 def _tile_bytes(read: _Read, parts: KernelParts, tile_step: int, k: ir.Value) -> int:
     element = ir.MemRefType(read.load.operands[0].type).element_type
-    return _product(_tile_shape(read, parts, tile_step, k)) * _bytes(element)
+    return _product(padded(_tile_shape(read, parts, tile_step, k))) * _bytes(element)
+
+
+def padded(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A tile's allocated shape: rows of an even length get one more element, so that threads
+    reading down a column (a warp's threads on different rows, same column) hit different
+    shared-memory banks instead of all the same one."""
+    if len(shape) < 2 or shape[-1] % 2:
+        return shape
+    return (*shape[:-1], shape[-1] + 1)
 
 
 # ----- the rewrite
@@ -264,7 +291,7 @@ def _tile_bytes(read: _Read, parts: KernelParts, tile_step: int, k: ir.Value) ->
 def _rewrite(
     parts: KernelParts,
     loop: ir.Operation,
-    reads: list[_Read],
+    groups: list[list[_Read]],
     tile_step: int,
     pre_pure: list[ir.Operation],
 ) -> list[Promoted]:
@@ -274,46 +301,66 @@ def _rewrite(
     k = loop.regions[0].blocks[0].arguments[0]
     initial = list(loop.operands)[3:]
     depth = len(parts.ivs)
-    shapes = [_tile_shape(r, parts, tile_step, k) for r in reads]
+    leaders = [group[0] for group in groups]
+    shapes = [_tile_shape(r, parts, tile_step, k) for r in leaders]
     with ir.InsertionPoint(first), loc:
         tiles = [
-            shared_buffer(shape, ir.MemRefType(r.load.operands[0].type).element_type)
-            for r, shape in zip(reads, shapes, strict=True)
+            shared_buffer(padded(shape), ir.MemRefType(r.load.operands[0].type).element_type)
+            for r, shape in zip(leaders, shapes, strict=True)
         ]
         slots_shape = tuple(reversed(parts.threads))  # z, y, x
-        slots = [shared_buffer(slots_shape, v.type) for v in initial]
+        slots = [] if parts.exact else [shared_buffer(slots_shape, v.type) for v in initial]
     guard_block = parts.guard.regions[0].blocks[0]
     tid_index = list(reversed(parts.thread_ids[:depth]))  # slot subscripts: z, y, x
-    # (1) the guard keeps the body before L; L's initial values go to the slots
-    written = _ops(guard_block)
-    position = written.index(loop)
-    post = written[position + 1 : -1]
     lower, upper = loop.operands[0], loop.operands[1]
-    with ir.InsertionPoint(loop), loc:
-        for slot, value in zip(slots, initial, strict=True):
-            memref.StoreOp(value, slot, tid_index)
-    for bound in (lower, upper):  # constants defined in the guard: the block needs them
-        owner = bound.owner
-        if not isinstance(owner, ir.Block) and _defined_inside(bound, parts.guard):
-            owner.operation.move_before(parts.guard)
-    # (2) the tile loop, after the guard
-    after_guard = ir.InsertionPoint.after(parts.guard)  # type: ignore[attr-defined]
-    with after_guard, loc:
-        strip = scf.ForOp(lower, upper, index_value(tile_step))
+    if parts.exact:
+        # (the guard is always true) its body runs unguarded, L's values carried by the strip
+        for op in _ops(guard_block)[:-1]:
+            op.move_before(parts.guard)
+        parts.guard.erase()
+        with ir.InsertionPoint(loop), loc:
+            strip = scf.ForOp(lower, upper, index_value(tile_step), initial)
+        carried_in: list[ir.Value] = list(strip.inner_iter_args)
+    else:
+        # (1) the guard keeps the body before L; L's initial values go to the slots
+        written = _ops(guard_block)
+        position = written.index(loop)
+        post = written[position + 1 : -1]
+        with ir.InsertionPoint(loop), loc:
+            for slot, value in zip(slots, initial, strict=True):
+                memref.StoreOp(value, slot, tid_index)
+        for bound in (lower, upper):  # constants defined in the guard: the block needs them
+            owner = bound.owner
+            if not isinstance(owner, ir.Block) and _defined_inside(bound, parts.guard):
+                owner.operation.move_before(parts.guard)
+        # (2) the tile loop, after the guard
+        after_guard = ir.InsertionPoint.after(parts.guard)  # type: ignore[attr-defined]
+        with after_guard, loc:
+            strip = scf.ForOp(lower, upper, index_value(tile_step))
     with ir.InsertionPoint(strip.body), loc:
         kk = strip.induction_variable
         gpu.BarrierOp()  # the tiles of the previous step are no longer read
-        origins = [_origins(r, parts, tile_step, k, kk) for r in reads]
-        _copy_tiles(parts, reads, tiles, origins, shapes)
+        origins = [_origins(r, parts, tile_step, k, kk) for r in leaders]
+        _copy_tiles(parts, leaders, tiles, origins, shapes)
         gpu.BarrierOp()
-        compute = scf.IfOp(parts.inside)
-        scf.YieldOp([])
-    with ir.InsertionPoint(compute.then_block), loc:
-        mapping = _clone(pre_pure)
-        carried = [memref.LoadOp(slot, tid_index).result for slot in slots]
-        stop = arith.MinSIOp(arith.AddIOp(kk, index_value(tile_step)).result, upper).result
-        inner = scf.ForOp(kk, stop, index_value(1), carried)
-        done = scf.YieldOp([])
+        stop = arith.AddIOp(kk, index_value(tile_step)).result
+        low_c, high_c = index_constant(lower), index_constant(upper)
+        if low_c is None or high_c is None or (high_c - low_c) % tile_step:
+            stop = arith.MinSIOp(stop, upper).result  # (a last, shorter step)
+        if parts.exact:
+            inner = scf.ForOp(kk, stop, index_value(1), carried_in)
+            scf.YieldOp(list(inner.results))
+            mapping: dict[ir.Value, ir.Value] = {}
+            done = None
+        else:
+            compute = scf.IfOp(parts.inside)
+            scf.YieldOp([])
+    if not parts.exact:
+        with ir.InsertionPoint(compute.then_block), loc:
+            mapping = _clone(pre_pure)
+            carried = [memref.LoadOp(slot, tid_index).result for slot in slots]
+            inner = scf.ForOp(kk, stop, index_value(1), carried)
+            done = scf.YieldOp([])
     old_body = loop.regions[0].blocks[0]
     for op in _ops(old_body):  # L's body, its yield included, becomes the inner loop's
         inner.body.append(op)
@@ -322,35 +369,41 @@ def _rewrite(
     for old, new in zip(old_args, new_args, strict=True):
         old.replace_all_uses_with(new)
     remap_operands(_ops(inner.body), mapping)
-    with ir.InsertionPoint(done), loc:
-        for slot, result in zip(slots, inner.results, strict=True):
-            memref.StoreOp(result, slot, tid_index)
-    for read, tile, origin in zip(reads, tiles, origins, strict=True):
-        with ir.InsertionPoint(read.load), loc:
-            local = [
-                arith.SubIOp(index, start_at).result
-                for index, start_at in zip(list(read.load.operands)[1:], origin, strict=True)
-            ]
-            value = memref.LoadOp(tile, local).result
-        read.load.results[0].replace_all_uses_with(value)
-        read.load.erase()
-    # (3) the body after L, in a guard of its own after the tile loop
-    with ir.InsertionPoint.after(strip.operation), loc:  # type: ignore[attr-defined]
-        finish = scf.IfOp(parts.inside)
-    with ir.InsertionPoint(finish.then_block), loc:
-        mapping_after = _clone(pre_pure)
-        results = [memref.LoadOp(slot, tid_index).result for slot in slots]
-        end_after = scf.YieldOp([])
-    for old, new in zip(loop.results, results, strict=True):
-        old.replace_all_uses_with(new)
-    for op in post:
-        op.move_before(end_after)
-    remap_operands(post, mapping_after)
+    if done is not None:
+        with ir.InsertionPoint(done), loc:
+            for slot, result in zip(slots, inner.results, strict=True):
+                memref.StoreOp(result, slot, tid_index)
+    for group, tile, origin in zip(groups, tiles, origins, strict=True):
+        for read in group:
+            with ir.InsertionPoint(read.load), loc:
+                local = [
+                    arith.SubIOp(index, start_at).result
+                    for index, start_at in zip(list(read.load.operands)[1:], origin, strict=True)
+                ]
+                value = memref.LoadOp(tile, local).result
+            read.load.results[0].replace_all_uses_with(value)
+            read.load.erase()
+    if parts.exact:
+        for old, new in zip(loop.results, strip.results, strict=True):
+            old.replace_all_uses_with(new)
+    else:
+        # (3) the body after L, in a guard of its own after the tile loop
+        with ir.InsertionPoint.after(strip.operation), loc:  # type: ignore[attr-defined]
+            finish = scf.IfOp(parts.inside)
+        with ir.InsertionPoint(finish.then_block), loc:
+            mapping_after = _clone(pre_pure)
+            results = [memref.LoadOp(slot, tid_index).result for slot in slots]
+            end_after = scf.YieldOp([])
+        for old, new in zip(loop.results, results, strict=True):
+            old.replace_all_uses_with(new)
+        for op in post:
+            op.move_before(end_after)
+        remap_operands(post, mapping_after)
     loop.erase()
     out = []
-    for read, shape, tile in zip(reads, shapes, tiles, strict=True):
+    for read, shape, tile in zip(leaders, shapes, tiles, strict=True):
         element = ir.MemRefType(tile.type).element_type
-        out.append(Promoted(read.argument, shape, _product(shape) * _bytes(element)))
+        out.append(Promoted(read.argument, shape, _product(padded(shape)) * _bytes(element)))
     return out
 
 

@@ -112,6 +112,43 @@ def _ptx_names(module: ir.Module) -> None:
     module.operation.walk(visit)
 
 
+# The kernels' float ops, and the flags each floating-point contract adds to them.
+_CONTRACTED = frozenset({"arith.addf", "arith.subf", "arith.mulf"})
+
+
+def _float_contract(module: ir.Module, options: Options) -> None:
+    """The floating-point contract of `options` on the kernels' float ops (the host code gets it
+    in lowering/llvm_dialect.py): -ffast-math, all of its flags; -ffp-contract=fast, multiplies
+    and adds that the backend may fuse into FMAs. Flags already there (a reduction's
+    `reassoc`) stay."""
+    if options.fast_math:
+        wanted = {"fast"}
+    elif options.fp_contract == "fast":
+        wanted = {"contract"}
+    else:
+        return
+    for op in module.body.operations:
+        if op.operation.name != "gpu.module":
+            continue
+
+        def visit(inner: ir.Operation) -> ir.WalkResult:
+            if inner.name in _CONTRACTED or (
+                options.fast_math
+                and inner.name.startswith(("arith.divf", "arith.negf", "arith.remf", "math."))
+                and all(isinstance(r.type, ir.FloatType) for r in inner.results)
+            ):
+                flags = set(wanted)
+                if "fastmath" in inner.attributes:
+                    text = str(inner.attributes["fastmath"])  # #arith.fastmath<reassoc,contract>
+                    flags |= {f for f in text.partition("<")[2].rstrip(">").split(",") if f}
+                flags.discard("none")
+                order = "fast" if "fast" in flags else ",".join(sorted(flags))
+                inner.attributes["fastmath"] = ir.Attribute.parse(f"#arith.fastmath<{order}>")
+            return ir.WalkResult.ADVANCE
+
+        op.operation.walk(visit)
+
+
 def kernels_to_ptx(module: ir.Module, options: Options) -> PtxResult:
     """PTX for the outlined kernels of `module` (in place: its `gpu.module`s become
     `gpu.binary`s), checked by ptxas where it is installed."""
@@ -144,6 +181,7 @@ def kernels_to_ptx(module: ir.Module, options: Options) -> PtxResult:
 
         module.operation.walk(locate)
         _workgroup_memory(module)
+        _float_contract(module, options)
         PassManager.parse(_nvvm_pipeline(options.gpu_arch)).run(module.operation)
         for op in module.body.operations:
             if op.operation.name == "gpu.binary":
