@@ -44,6 +44,7 @@ class Workload:
     compare: tuple[str, ...]
     notes: str = ""
     small: tuple[tuple[int, ...], ...] = field(default=())  # input shapes for a quick check
+    odd: tuple[tuple[int, ...], ...] = field(default=())  # larger odd shapes, checked on a GPU
 
 
 def _einsum(xp: Any, spec: str, *arrays: Any) -> Any:
@@ -124,6 +125,13 @@ def _moments(xp: Any, x: Any) -> dict[str, Any]:
 
 
 def _group_conv(xp: Any, x: Any, w: Any) -> dict[str, Any]:
+    if getattr(xp, "__name__", "") == "torch":  # PyTorch's own grouped convolution (cuDNN)
+        n, g, c, h, width = x.shape
+        f, kh, kw = w.shape[1], w.shape[3], w.shape[4]
+        out = xp.nn.functional.conv2d(
+            x.reshape(n, g * c, h, width), w.reshape(g * f, c, kh, kw), groups=g
+        )
+        return {"O": out.reshape(n, g, f, h - kh + 1, width - kw + 1)}
     kh, kw = w.shape[3], w.shape[4]
     oh, ow = x.shape[3] - kh + 1, x.shape[4] - kw + 1
     out = 0
@@ -169,6 +177,7 @@ WORKLOADS: dict[str, Workload] = {
             lambda xp, a, b: {"C": a @ b.T},
             ("C",),
             small=((33, 17), (29, 17)),
+            odd=((1000, 1001), (999, 1001)) if k == 1024 and m == 1024 else (),
         )
         for m, n, k in ((128, 256, 32), (128, 1024, 1024), (1024, 1024, 1024))
     },
@@ -276,7 +285,11 @@ def inputs_for(workload: Workload, shapes: Any, seed: int) -> list[Any]:
 # ----- running on the GPU
 
 
-def _replay(plan: dict[str, Any], buffers: list[Any], modules: dict[str, Any], cupy: Any) -> None:
+def _prepared_launches(
+    plan: dict[str, Any], buffers: list[Any], modules: dict[str, Any]
+) -> list[tuple[Any, tuple[int, ...], tuple[int, ...], tuple[Any, ...]]]:
+    """Each launch of the plan as (kernel, grid, block, arguments), resolved once so that the
+    timed runs pay only for the launches themselves."""
     import numpy as np
 
     kinds = {
@@ -284,6 +297,7 @@ def _replay(plan: dict[str, Any], buffers: list[Any], modules: dict[str, Any], c
         "i64": np.int64, "f32": np.float32, "f64": np.float64,
     }  # fmt: skip
     bases = [int(b.data.ptr) for b in buffers]
+    prepared = []
     for launch in plan["launches"]:
         args = tuple(
             np.uint64(bases[a["buffer"]] + a["offset"])
@@ -291,14 +305,21 @@ def _replay(plan: dict[str, Any], buffers: list[Any], modules: dict[str, Any], c
             else kinds[a["kind"]](a["value"])
             for a in launch["args"]
         )
-        modules[launch["module"]].get_function(launch["kernel"])(
-            tuple(launch["grid"]), tuple(launch["block"]), args
-        )
+        kernel = modules[launch["module"]].get_function(launch["kernel"])
+        prepared.append((kernel, tuple(launch["grid"]), tuple(launch["block"]), args))
+    return prepared
+
+
+def _replay(plan: dict[str, Any], buffers: list[Any], modules: dict[str, Any], cupy: Any) -> None:
+    for kernel, grid, block, args in _prepared_launches(plan, buffers, modules):
+        kernel(grid, block, args)
 
 
 def _time_gpu(fn: Callable[[], Any], repeat: int, cupy: Any) -> float:
+    """Median seconds of `repeat` runs of `fn` after one warm-up, timed with CUDA events on the
+    current stream."""
     fn()
-    cupy.cuda.Device().synchronize()
+    cupy.cuda.get_current_stream().synchronize()
     times = []
     for _ in range(repeat):
         start, stop = cupy.cuda.Event(), cupy.cuda.Event()
@@ -310,53 +331,108 @@ def _time_gpu(fn: Callable[[], Any], repeat: int, cupy: Any) -> float:
     return statistics.median(times)
 
 
+def _relative_error(got: Any, want: Any) -> float:
+    import numpy as np
+
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    scale = float(np.linalg.norm(want)) or 1.0
+    return float(np.linalg.norm(got - want)) / scale
+
+
 def run_tc(bundle: Path, entry: dict[str, Any], repeat: int) -> dict[str, Any]:
+    """polyflow's kernels and PyTorch eager on one workload: outputs poisoned with NaN before
+    the checked run (every element must be written), compared with PyTorch in float64; then
+    both timed (polyflow also as one CUDA graph of its launches)."""
     import cupy  # type: ignore[import-not-found]
     import numpy as np
     import torch  # type: ignore[import-not-found]
 
-    workload = WORKLOADS[entry["name"]]
-    host = inputs_for(workload, [i[1] for i in workload.inputs], entry["seed"])
+    workload = WORKLOADS[entry["name"].split("@")[0]]
+    shapes = [tuple(s) for s in entry.get("shapes") or [i[1] for i in workload.inputs]]
+    host = inputs_for(workload, shapes, entry["seed"])
     inputs = [cupy.asarray(a) for a in host]
-    outputs = [cupy.zeros(tuple(o["shape"]), dtype=o["dtype"]) for o in entry["outputs"]]
+    outputs = [
+        cupy.full(tuple(o["shape"]), np.nan, dtype=o["dtype"])
+        if np.dtype(o["dtype"]).kind == "f"
+        else cupy.zeros(tuple(o["shape"]), dtype=o["dtype"])
+        for o in entry["outputs"]
+    ]
     plan = json.loads((bundle / entry["plan"]).read_text())
     scratch = [cupy.zeros(max(1, n), dtype=cupy.uint8) for n in plan["scratch_bytes"]]
     modules = {
-        name: cupy.RawModule(code=(bundle / path).read_text())
+        name: cupy.RawModule(path=str(bundle / path))  # a PTX file (`code` is CUDA C++)
         for name, path in entry["ptx"].items()
     }
-    buffers = [*inputs, *outputs, *scratch]
+    launches = _prepared_launches(plan, [*inputs, *outputs, *scratch], modules)
 
     def polyflow_run() -> None:  # the kernels initialize what they reduce into (TC's +=!)
-        _replay(plan, buffers, modules, cupy)
+        for kernel, grid, block, args in launches:
+            kernel(grid, block, args)
 
     polyflow_run()
     cupy.cuda.Device().synchronize()
     tensors = [torch.as_tensor(a, device="cuda") for a in host]
+    exact = workload.reference(torch, *[t.double() for t in tensors])
     eager = lambda: workload.reference(torch, *tensors)  # noqa: E731
     expected = eager()
     names = [o["name"] for o in entry["outputs"]]
     problems = []
+    result: dict[str, Any] = {"name": entry["name"], "launches": len(launches)}
     for name in workload.compare:
         got = cupy.asnumpy(outputs[names.index(name)])
-        want = expected[name].detach().cpu().numpy()
-        if not np.allclose(got, want, rtol=2e-3, atol=2e-3):
-            problems.append(f"{name}: max |difference| {np.abs(got - want).max():.3g}")
-    result: dict[str, Any] = {"name": entry["name"], "correct": not problems, "problems": problems}
+        want = exact[name].detach().cpu().numpy()
+        error = _relative_error(got, want)
+        result[f"error_{name}"] = error
+        result[f"eager_error_{name}"] = _relative_error(expected[name].detach().cpu().numpy(), want)
+        if not np.allclose(got, want, rtol=2e-3, atol=2e-3) or not error < 1e-4:
+            problems.append(
+                f"{name}: relative error {error:.3g}, max |difference| "
+                f"{np.nanmax(np.abs(got - want)) if not np.isnan(got).all() else 'nan'}"
+            )
+    result.update(correct=not problems, problems=problems)
+    if entry.get("check_only"):
+        return result
     result["polyflow_s"] = _time_gpu(polyflow_run, repeat, cupy) if not problems else None
     result["torch_eager_s"] = _time_gpu(eager, repeat, cupy)
-    try:
-        compiled = torch.compile(lambda *t: workload.reference(torch, *t))
-        result["torch_compile_s"] = _time_gpu(lambda: compiled(*tensors), repeat, cupy)
-    except Exception as exc:  # torch.compile may lack a backend there: say so, go on
-        result["torch_compile_s"] = None
-        result["torch_compile_error"] = f"{type(exc).__name__}: {exc}"[:300]
+    if not problems:
+        try:
+            stream = cupy.cuda.Stream(non_blocking=True)
+            with stream:
+                stream.begin_capture()
+                polyflow_run()
+                graph = stream.end_capture()
+                result["polyflow_graph_s"] = _time_gpu(graph.launch, repeat, cupy)
+        except Exception as exc:  # graphs are a bonus figure: say why, go on
+            result["polyflow_graph_error"] = f"{type(exc).__name__}: {exc}"[:200]
     return result
+
+
+def time_torch_compile(entry: dict[str, Any], repeat: int) -> dict[str, Any]:
+    """`torch.compile` of the workload's PyTorch reference (compiled at the warm-up run)."""
+    import cupy  # type: ignore[import-not-found]
+    import torch  # type: ignore[import-not-found]
+
+    workload = WORKLOADS[entry["name"]]
+    host = inputs_for(workload, [i[1] for i in workload.inputs], entry["seed"])
+    tensors = [torch.as_tensor(a, device="cuda") for a in host]
+    torch._dynamo.reset()  # each workload compiled for its own static shapes
+    compiled = torch.compile(lambda *t: workload.reference(torch, *t))
+    began = time.perf_counter()
+    seconds = _time_gpu(lambda: compiled(*tensors), repeat, cupy)
+    return {"torch_compile_s": seconds, "torch_compile_build_s": time.perf_counter() - began}
+
+
+EXE_TIMEOUT_S = 120
 
 
 def _run_exe(path: Path, threads: int) -> tuple[float | None, str, str]:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    done = subprocess.run([str(path)], capture_output=True, text=True, env=env, timeout=600)
+    try:
+        done = subprocess.run(
+            [str(path)], capture_output=True, text=True, env=env, timeout=EXE_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        return None, "", f"timed out after {EXE_TIMEOUT_S} s"
     seconds = None
     for line in done.stderr.splitlines():
         if line.startswith("time: "):
@@ -396,57 +472,114 @@ def run_polybench(bundle: Path, entry: dict[str, Any], repeat: int) -> dict[str,
     return result
 
 
+def _describe_device(results: dict[str, Any]) -> None:
+    import cupy  # type: ignore[import-not-found]
+    import torch  # type: ignore[import-not-found]
+
+    # float32 everywhere, as polyflow computes: no TF32 in cuBLAS or cuDNN (cuDNN's default)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    name = props["name"]
+    results["device"] = name.decode() if isinstance(name, bytes) else str(name)
+    results["software"] = {
+        "cupy": cupy.__version__,
+        "torch": torch.__version__,
+        "cuda_driver": cupy.cuda.runtime.driverGetVersion(),
+        "torch_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "torch_cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+        "host_cpus": os.cpu_count(),
+    }
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("bundle", type=Path)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--only", default="")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--compile-budget", type=float, default=180.0,
+        help="seconds torch.compile may take in all (compiling is slow); the rest is skipped",
+    )  # fmt: skip
+    parser.add_argument("--skip", default="", help="sections to skip: tc,compile,polybench")
     args = parser.parse_args(argv)
     manifest = json.loads((args.bundle / "manifest.json").read_text())
     wanted = set(filter(None, args.only.split(",")))
+    skip = set(filter(None, args.skip.split(",")))
     results: dict[str, Any] = {
-        "manifest": {k: manifest[k] for k in ("built", "gpu_arch", "polyflow")}
+        "manifest": {k: manifest[k] for k in ("built", "gpu_arch", "polyflow")},
+        "tc": [],
+        "polybench": [],
     }
     try:
-        import cupy  # type: ignore[import-not-found]
-
-        props = cupy.cuda.runtime.getDeviceProperties(0)
-        results["device"] = (
-            props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-        )
+        _describe_device(results)
     except Exception as exc:
         print(f"gpu_runner: no usable GPU: {exc}", file=sys.stderr)
         return 1
     results["date"] = time.strftime("%Y-%m-%d %H:%M")
-    results["tc"] = [
-        run_tc(args.bundle, e, args.repeat)
-        for e in manifest["tc"]
-        if not wanted or e["name"] in wanted
-    ]
-    results["polybench"] = [
-        run_polybench(args.bundle, e, max(1, args.repeat // 2))
-        for e in manifest["polybench"]
-        if not wanted or e["name"] in wanted
-    ]
-    for row in results["tc"]:
-        ratio = (
-            f"{row['torch_eager_s'] / row['polyflow_s']:.2f}x eager"
-            if row.get("polyflow_s")
-            else "WRONG: " + "; ".join(row["problems"])
-        )
+
+    def save() -> None:  # after every step: a run cut short still leaves its figures
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=1))
+
+    entries = [e for e in manifest["tc"] if not wanted or e["name"].split("@")[0] in wanted]
+    for entry in entries if "tc" not in skip else []:
+        try:
+            row = run_tc(args.bundle, entry, args.repeat)
+        except Exception as exc:
+            row = {
+                "name": entry["name"],
+                "correct": False,
+                "problems": [f"{type(exc).__name__}: {exc}"[:300]],
+            }
+        results["tc"].append(row)
         print(
-            f"{row['name']:32} polyflow {row.get('polyflow_s')}  eager {row['torch_eager_s']:.3g}  {ratio}"
+            f"{row['name']:36} {'ok' if row.get('correct') else 'WRONG ' + str(row.get('problems'))}"
+            f"  polyflow {row.get('polyflow_s')}  eager {row.get('torch_eager_s')}",
+            flush=True,
+        )
+        save()
+    began = time.perf_counter()
+    for row in results["tc"] if "compile" not in skip else []:
+        entry = next(e for e in entries if e["name"] == row["name"])
+        if entry.get("check_only"):
+            continue
+        if time.perf_counter() - began > args.compile_budget:
+            row["torch_compile_error"] = "skipped: the torch.compile time budget was spent"
+            continue
+        try:
+            row.update(time_torch_compile(entry, args.repeat))
+        except Exception as exc:  # torch.compile may lack a backend there: say so, go on
+            row["torch_compile_error"] = f"{type(exc).__name__}: {exc}"[:300]
+        print(f"{row['name']:36} torch.compile {row.get('torch_compile_s')}", flush=True)
+        save()
+    for entry in manifest["polybench"] if "polybench" not in skip else []:
+        if wanted and entry["name"] not in wanted:
+            continue
+        results["polybench"].append(run_polybench(args.bundle, entry, max(1, args.repeat // 2)))
+        print(json.dumps(results["polybench"][-1]), flush=True)
+        save()
+    print(f"device: {results['device']}  {results['software']}")
+    for row in results["tc"]:
+        if row.get("polyflow_s") and row.get("torch_eager_s"):
+            ratio = f"{row['torch_eager_s'] / row['polyflow_s']:.2f}x eager"
+        elif row.get("correct"):
+            ratio = "checked"
+        else:
+            ratio = "WRONG: " + "; ".join(row["problems"])
+        print(
+            f"{row['name']:36} polyflow {row.get('polyflow_s')}  eager {row.get('torch_eager_s')}"
+            f"  compile {row.get('torch_compile_s')}  {ratio}"
         )
     for row in results["polybench"]:
         print(
-            f"{row['name']:32} gcc {row.get('gcc_s')}  cpu {row.get('polyflow_cpu_s')}  cuda {row.get('polyflow_cuda_s')}"
+            f"{row['name']:20} gcc {row.get('gcc_s')}  cpu {row.get('polyflow_cpu_s')}"
+            f"  cuda {row.get('polyflow_cuda_s')}"
         )
-    text = json.dumps(results, indent=1)
-    if args.json:
-        args.json.write_text(text)
-    else:
-        print(text)
+    save()
+    if not args.json:
+        print(json.dumps(results, indent=1))
     return 0
 
 

@@ -30,7 +30,9 @@ def test_the_bundle_holds_ptx_plans_executables_and_the_runner(tmp_path: Path) -
     bundle = tmp_path / "bundle"
     _bench().build(bundle, {"tmm_128x256x32", "jacobi-2d"}, "sm_90")
     manifest = json.loads((bundle / "manifest.json").read_text())
-    (tmm,) = manifest["tc"]
+    tmm, small = manifest["tc"]  # its own sizes, timed; odd small sizes, only checked there
+    assert small["name"] == "tmm_128x256x32@small" and small["check_only"]
+    assert small["shapes"] == [[33, 17], [29, 17]]
     plan = json.loads((bundle / tmm["plan"]).read_text())
     assert len(plan["launches"]) == 1
     launch = plan["launches"][0]
@@ -71,6 +73,7 @@ def test_the_report_gives_ratios_and_the_geomean(tmp_path: Path) -> None:
                 "torch_eager_s": 1e-3,
                 "torch_compile_s": None,
             },
+            {"name": "b@odd", "correct": False, "problems": ["C: relative error 1"]},
         ],
         "polybench": [
             {"name": "gemm", "gcc_s": 2.0, "polyflow_cpu_s": 0.5, "polyflow_cuda_s": 0.1}
@@ -80,6 +83,7 @@ def test_the_report_gives_ratios_and_the_geomean(tmp_path: Path) -> None:
     path.write_text(json.dumps(results))
     written = _bench().report(path, tmp_path)
     text = written.read_text()
-    assert "Geomean vs PyTorch eager: 1.00x" in text
+    assert "Geomean vs PyTorch eager: 1.00x" in text  # the odd-size check is not timed
+    assert "0 of 1 agree with PyTorch in float64: wrong: b@odd (C: relative error 1)" in text
     assert "| gemm | 2.0 | 0.5 | 0.1 | 20.00x | 5.00x |" in text
     assert written.with_suffix(".png").exists()
