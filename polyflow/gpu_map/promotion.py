@@ -32,7 +32,13 @@ from mlir import ir
 from mlir.dialects import arith, gpu, memref, scf
 
 from polyflow.ir.affine import index_constant
-from polyflow.ir.ops import all_operands, index_value, remap_operands, shared_buffer
+from polyflow.ir.ops import (
+    all_operands,
+    defined_in,
+    index_value,
+    remap_operands,
+    shared_buffer,
+)
 
 TILE_STEPS = (32, 16, 8, 4)
 
@@ -95,18 +101,6 @@ def _ops(block: ir.Block) -> list[ir.Operation]:
     return [op.operation for op in block.operations]
 
 
-def _defined_inside(value: ir.Value, op: ir.Operation) -> bool:
-    owner = value.owner
-    current = owner.owner if isinstance(owner, ir.Block) else owner.operation
-    while current is not None:
-        current = current.operation if hasattr(current, "operation") else current
-        if current == op:
-            return True
-        parent = current.parent
-        current = parent
-    return False
-
-
 def _is_pure(op: ir.Operation) -> bool:
     return not op.regions and op.name.startswith(("arith.", "math.", "index."))
 
@@ -116,7 +110,7 @@ def _linear(
 ) -> dict[ir.Value | None, int] | None:
     """`value` as a sum of constant multiples of `leaves`, of values defined outside `launch`
     (the same in every thread) and a constant; None when it is not one."""
-    if any(value == leaf for leaf in leaves) or not _defined_inside(value, launch):
+    if any(value == leaf for leaf in leaves) or not defined_in(value, launch):
         return {value: 1}
     constant = index_constant(value)
     if constant is not None:
@@ -167,7 +161,7 @@ def _plan(
     for loop in loops:
         step = index_constant(loop.operands[2])
         bounds_uniform = all(
-            not _defined_inside(v, parts.guard) or index_constant(v) is not None
+            not defined_in(v, parts.guard) or index_constant(v) is not None
             for v in loop.operands[:2]
         )
         if step != 1 or not bounds_uniform:
@@ -178,7 +172,7 @@ def _plan(
             if op.name != "memref.load":
                 continue
             array = op.operands[0]
-            if _defined_inside(array, parts.launch) or any(array == w for w in written):
+            if defined_in(array, parts.launch) or any(array == w for w in written):
                 continue
             if not _identity(array.type):
                 continue
@@ -331,7 +325,7 @@ def _rewrite(
                 memref.StoreOp(value, slot, tid_index)
         for bound in (lower, upper):  # constants defined in the guard: the block needs them
             owner = bound.owner
-            if not isinstance(owner, ir.Block) and _defined_inside(bound, parts.guard):
+            if not isinstance(owner, ir.Block) and defined_in(bound, parts.guard):
                 owner.operation.move_before(parts.guard)
         # (2) the tile loop, after the guard
         after_guard = ir.InsertionPoint.after(parts.guard)  # type: ignore[attr-defined]

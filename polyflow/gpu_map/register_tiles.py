@@ -20,7 +20,7 @@ from mlir import ir
 from mlir.dialects import arith, scf
 
 from polyflow.ir.affine import index_constant
-from polyflow.ir.ops import index_value, remap_operands
+from polyflow.ir.ops import defined_in, index_value, remap_operands
 
 
 def jammable_loop(block: ir.Block, band: ir.Operation) -> ir.Operation | None:
@@ -33,7 +33,7 @@ def jammable_loop(block: ir.Block, band: ir.Operation) -> ir.Operation | None:
         return None
     loop = with_regions[0]
     for bound in list(loop.operands)[:3]:
-        if index_constant(bound) is None and _defined_within(bound, band):
+        if index_constant(bound) is None and defined_in(bound, band):
             return None
     return loop
 
@@ -112,14 +112,3 @@ def _fuse(loops: list[ir.Operation]) -> None:
         scf.YieldOp(yielded)
     for loop in loops:
         loop.erase()
-
-
-def _defined_within(value: ir.Value, op: ir.Operation) -> bool:
-    owner = value.owner
-    current = owner.owner if isinstance(owner, ir.Block) else owner.operation
-    while current is not None:
-        current = current.operation if hasattr(current, "operation") else current
-        if current == op:
-            return True
-        current = current.parent
-    return False

@@ -44,6 +44,15 @@ def nested_in(op: ir.Operation, ancestor: ir.Operation) -> bool:
     return False
 
 
+def defined_in(value: ir.Value, op: ir.Operation) -> bool:
+    """Whether `value` is computed inside `op`: by `op` itself, by an op nested in it, or as an
+    argument of one of their blocks."""
+    owner = value.owner
+    definer = owner.owner if isinstance(owner, ir.Block) else owner
+    definer = definer.operation
+    return definer == op or nested_in(definer, op)
+
+
 def nested_in_any(op: ir.Operation | ir.OpView, ops: Sequence[ir.Operation]) -> bool:
     """Whether `op` is one of `ops` or lies, at any depth, in one of them."""
     current: ir.Operation | None = op.operation
