@@ -783,3 +783,73 @@ def test_a_promoted_tile_of_even_rows_is_padded_against_bank_conflicts() -> None
     assert sorted(tuple(p["shape"]) for p in promoted) == [(8, 32), (32, 32)]
     assert sorted(p["bytes"] for p in promoted) == [8 * 33 * 4, 32 * 33 * 4]
     assert "memref<32x33xf32" in fn.mlir("gpu")
+
+
+GROUP_NORM = """
+def group_norm(float(N,G,D,H,W) I, float(G,D) gamma, float(G,D) beta) -> (mean, var, O) {
+  mean(n, g) +=! I(n, g, d, h, w) / (D * H * W)
+  var(n, g) +=! (I(n, g, d, h, w) - mean(n, g)) * (I(n, g, d, h, w) - mean(n, g)) / (D * H * W)
+  O(n, g, d, h, w) = gamma(g, d) * (I(n, g, d, h, w) - mean(n, g)) * rsqrt(var(n, g) + 1e-5) + beta(g, d)
+}
+"""
+
+
+def test_a_reduction_over_nested_loops_is_one_tree_over_their_product() -> None:
+    """group_norm reduces over d, h, w: the three loops become one flat loop shared out over
+    the block's threads (each index recovered from the flat one), then one tree."""
+    fn = tc.define(GROUP_NORM, target="cuda", options={"associative_math": True})
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 3, 3, 7, 9)).astype(np.float32)
+    gamma, beta = rng.standard_normal((3, 3)).astype(np.float32), rng.standard_normal((3, 3))
+    mean, var, out = fn.emulate(x, gamma, beta.astype(np.float32))
+    assert np.allclose(mean, x.mean(axis=(2, 3, 4)), atol=1e-6)
+    assert np.allclose(var, x.var(axis=(2, 3, 4)), rtol=1e-4)
+    expected = (x - mean[..., None, None, None]) / np.sqrt(var[..., None, None, None] + 1e-5)
+    expected = gamma[None, :, :, None, None] * expected + beta[None, :, :, None, None]
+    assert np.allclose(out, expected, rtol=1e-4, atol=1e-5)
+    (tree,) = [r for r in fn.report.remarks if r.kind == "gpu-kernel" and "(tree)" in r.message]
+    assert tree.message.count("(tree)") == 6  # d, h, w of the mean, then of the variance
+    assert not [r for r in fn.report.remarks if r.kind == "gpu-loop-not-mapped"]
+
+
+TRIANGLE_SUMS = """
+void triangle(int n, int m, long A[n][m][m], long out[n]) {
+  for (int i = 0; i < n; i++) {
+    long s = 0;
+    for (int j = 0; j < m; j++)
+      for (int k = 0; k <= j; k++)
+        s += A[i][j][k];
+    out[i] = s;
+  }
+}
+"""
+
+
+def test_integer_sums_over_nested_loops_are_exact_in_any_order() -> None:
+    fn = tc.define(
+        "def sums(int64(N,C,H,W) I) -> (s) { s(n) +=! I(n, c, h, w) * (h + 2 * w) }",
+        target="cuda",
+    )
+    rng = np.random.default_rng(12)
+    for shape in ((3, 5, 37, 41), (2, 1, 1, 7), (1, 2, 3, 1)):
+        x = rng.integers(-50, 50, size=shape)
+        h = np.arange(shape[2])[:, None]
+        w = np.arange(shape[3])[None, :]
+        assert np.array_equal(fn.emulate(x), (x * (h + 2 * w)).sum(axis=(1, 2, 3))), shape
+        if shape[0] == 3:  # few points, 7,585 iterations: c, h and w flattened into one tree
+            (kernel,) = [r.message for r in fn.report.remarks if r.kind == "gpu-kernel"]
+            assert kernel.count("(tree)") == 3 and "block 256" in kernel, kernel
+
+
+def test_a_triangular_reduction_nest_stays_in_each_thread() -> None:
+    """The inner bound reads the outer index: no flat loop over a product; C's order."""
+    gpu = polyflow.compile_c(TRIANGLE_SUMS, "triangle", target="cuda")
+    cpu = polyflow.compile_c(TRIANGLE_SUMS, "triangle")
+    assert not any("(tree)" in r.message for r in gpu.report.remarks)
+    rng = np.random.default_rng(13)
+    for n, m in ((3, 37), (2, 1), (1, 0)):
+        A = rng.integers(-50, 50, size=(n, m, m))
+        out, expected = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        gpu.emulate(n, m, A, out)
+        cpu(n, m, A, expected)
+        assert np.array_equal(out, expected), (n, m)

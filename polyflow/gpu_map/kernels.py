@@ -393,8 +393,9 @@ def _why_in_thread(loop: ir.Operation, depth: int) -> str:
         return f"parallel, but runs sequentially in each GPU thread: {why}"
     if len(loop.results) > 0:
         return (
-            "a reduction: runs in each GPU thread in C's order (strict floating point; "
-            "no tree reduction across threads yet)"
+            "a reduction: runs in each GPU thread in C's order (a tree over a block's threads "
+            "needs a band of few points, a long reduction over a rectangular nest, and "
+            "-fassociative-math for floating point)"
         )
     return "runs sequentially in each GPU thread: it carries a dependence"
 

@@ -37,6 +37,7 @@ from .reduction import (
     REDUCTION_THREADS,
     Carried,
     reduction_loops,
+    reduction_nest,
     tree_kernel,
 )
 from .register_tiles import jam_copies, jammable_loop
@@ -387,6 +388,17 @@ def _trip(loop: ir.Operation) -> int | None:
     return max(0, -(-(high - low) // step))
 
 
+def _nest_trip(loop: ir.Operation) -> int | None:
+    """The iteration count of `loop`'s reduction nest (reduction.py), when known here."""
+    total = 1
+    for level in reduction_nest(loop):
+        trip = _trip(level)
+        if trip is None:
+            return None
+        total *= trip
+    return total
+
+
 def _tree_reduction(
     band: list[ir.Operation], reassociate: bool, *, unknown_size: bool = False
 ) -> list[tuple[ir.Operation, list[Carried]]] | None:
@@ -408,7 +420,7 @@ def _tree_reduction(
     found = reduction_loops(body, reassociate)
     if found is None:
         return None
-    trips = [_trip(loop) for loop, _ in found]
+    trips = [_nest_trip(loop) for loop, _ in found]
     if all(trip is not None and trip < MIN_REDUCTION_TRIP for trip in trips):
         return None
     return found
@@ -431,7 +443,9 @@ def _tree_launch(
     while threads * 2 <= wanted:
         threads *= 2  # the tree halves the active threads: a power of two
     loc = outer.location
-    reduction_positions = [source_position(loop.location) for loop, _ in loops]
+    reduction_positions = [
+        source_position(level.location) for loop, _ in loops for level in reduction_nest(loop)
+    ]
     with ir.InsertionPoint(outer), loc:
         one = index_value(1)
         trips, lows, steps = [], [], []

@@ -97,10 +97,40 @@ _WRITES = frozenset(
 )
 
 
+def reduction_nest(loop: ir.Operation) -> list[ir.Operation]:
+    """`loop` and the loops perfectly nested in it that pass its carried values straight
+    through (`for d { for h { for w { acc += ... } } }`), outermost first, each with bounds
+    that do not depend on the nest's indices (constants may sit beside the inner loops): one
+    reduction over their product."""
+    nest = [loop]
+    while True:
+        body = nest[-1].regions[0].blocks[0]
+        ops = [op.operation for op in body.operations]
+        others = [op for op in ops[:-1] if op.name != "arith.constant"]
+        if len(others) != 1 or others[0].name != "scf.for":
+            return nest
+        inner = others[0]
+        carried = list(body.arguments)[1:]
+        inits = list(inner.operands)[3:]
+        if len(inits) != len(carried) or any(a != b for a, b in zip(inits, carried, strict=True)):
+            return nest
+        if len(list(ops[-1].operands)) != len(inner.results) or any(
+            a != b for a, b in zip(ops[-1].operands, inner.results, strict=True)
+        ):
+            return nest
+        if any(len(list(arg.uses)) != 1 for arg in carried):
+            return nest
+        ivs = [level.regions[0].blocks[0].arguments[0] for level in nest]
+        if any(v == iv for v in list(inner.operands)[:3] for iv in ivs):
+            return nest
+        nest.append(inner)
+
+
 def _carried(loop: ir.Operation, reassociate: bool) -> list[Carried] | None:
-    """How each value `loop` carries combines, or None when its iterations cannot run at once:
-    it writes memory (its iterations might depend on each other), or a carried value is used
-    other than by its one update (a running sum)."""
+    """How each value `loop` (or the innermost loop of its reduction nest) carries combines, or
+    None when its iterations cannot run at once: it writes memory (its iterations might depend
+    on each other), or a carried value is used other than by its one update (a running sum)."""
+    loop = reduction_nest(loop)[-1]
     if any(_writes(op.operation) for op in loop.regions[0].blocks[0].operations):
         return None
     inner = loop.regions[0].blocks[0]
@@ -292,19 +322,30 @@ def tree_kernel(
         with ip, loc:
             mapping = {v: memref.LoadOp(slots[v], [zero]).result for v in incoming_loop[k]}
             mapping.update(clones(loop_uses[k], None))
-            low, high, step = (mapping.get(v, v) for v in list(loop.operands)[:3])
-            start = arith.AddIOp(low, arith.MulIOp(thread, step).result).result
-            stride = arith.MulIOp(step, index_value(threads)).result
+            nest = reduction_nest(loop)
+            for level in nest[:-1]:  # the constants beside the inner loops, made here once
+                for op in [o.operation for o in level.regions[0].blocks[0].operations]:
+                    if op.name == "arith.constant":
+                        mapping[op.results[0]] = op.clone().results[0]
+            bounds = [[mapping.get(v, v) for v in list(level.operands)[:3]] for level in nest]
             identities = [
                 identity(c.combine, v.type) for c, v in zip(loops[k][1], loop.results, strict=True)
             ]
-            shared_loop = scf.ForOp(start, high, stride, identities)
-        old_body = loop.regions[0].blocks[0]
+            if len(nest) == 1:
+                low, high, step = bounds[0]
+                start = arith.AddIOp(low, arith.MulIOp(thread, step).result).result
+                stride = arith.MulIOp(step, index_value(threads)).result
+                shared_loop = scf.ForOp(start, high, stride, identities)
+                indices = [shared_loop.induction_variable]
+            else:
+                shared_loop, indices = _flat_loop(bounds, thread, threads, identities)
+        old_body = nest[-1].regions[0].blocks[0]
         for op in [o.operation for o in old_body.operations]:
             shared_loop.body.append(op)
         for old, new in zip(
-            old_body.arguments,
-            [shared_loop.induction_variable, *shared_loop.inner_iter_args],
+            [level.regions[0].blocks[0].arguments[0] for level in nest[:-1]]
+            + list(old_body.arguments),
+            [*indices, *shared_loop.inner_iter_args],
             strict=True,
         ):
             old.replace_all_uses_with(new)
@@ -328,6 +369,37 @@ def tree_kernel(
                 width //= 2
     for loop in reversed(loop_ops):
         loop.erase()
+
+
+def _flat_loop(
+    bounds: list[list[ir.Value]], thread: ir.Value, threads: int, identities: list[ir.Value]
+) -> tuple[scf.ForOp, list[ir.Value]]:
+    """One loop over the product of a reduction nest's iteration counts (`bounds`: low, high,
+    step per level, outermost first), thread `thread` taking every `threads`-th iteration
+    (consecutive threads, consecutive innermost indices: coalesced reads), and each level's
+    index computed from the flat one, in the nest's lexicographic order."""
+    zero = index_value(0)
+    trips = [
+        arith.MaxSIOp(arith.CeilDivSIOp(arith.SubIOp(high, low).result, step).result, zero).result
+        for low, high, step in bounds
+    ]
+    total = trips[0]
+    for trip in trips[1:]:
+        total = arith.MulIOp(total, trip).result
+    flat = scf.ForOp(thread, total, index_value(threads), identities)
+    indices: list[ir.Value] = []
+    with ir.InsertionPoint(flat.body):
+        rest = flat.induction_variable
+        for level in reversed(range(len(bounds))):
+            if level > 0:
+                position = arith.RemUIOp(rest, trips[level]).result
+                rest = arith.DivUIOp(rest, trips[level]).result
+            else:
+                position = rest
+            low, _, step = bounds[level]
+            indices.append(arith.AddIOp(low, arith.MulIOp(position, step).result).result)
+    indices.reverse()
+    return flat, indices
 
 
 def _index_of(ops: list[ir.Operation], op: ir.Operation) -> int:
