@@ -5,6 +5,8 @@ barrier must change the result)."""
 
 from __future__ import annotations
 
+import itertools
+import re
 import shutil
 import subprocess
 import sys
@@ -853,3 +855,63 @@ def test_a_triangular_reduction_nest_stays_in_each_thread() -> None:
         gpu.emulate(n, m, A, out)
         cpu(n, m, A, expected)
         assert np.array_equal(out, expected), (n, m)
+
+
+def test_unrolling_a_loop_chains_its_copies_through_the_carried_values() -> None:
+    from polyflow.ir.ops import unroll_loop
+
+    context, module = _parsed(
+        """
+func.func @f(%A: memref<32xf32>, %s: f32) -> f32 {
+  %c0 = arith.constant 0 : index
+  %c32 = arith.constant 32 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %k = %c0 to %c32 step %c1 iter_args(%acc = %s) -> (f32) {
+    %v = memref.load %A[%k] : memref<32xf32>
+    %w = arith.addf %acc, %v : f32
+    scf.yield %w : f32
+  }
+  return %r : f32
+}
+"""
+    )
+    with context, ir.Location.unknown():
+        fn = module.body.operations[0].operation
+        loop = next(
+            op.operation
+            for op in fn.regions[0].blocks[0].operations
+            if op.operation.name == "scf.for"
+        )
+        unroll_loop(loop, 8)
+        assert module.operation.verify()
+        text = str(module)
+    assert text.count("memref.load") == 8 and text.count("arith.addf") == 8
+    assert "step %c8" in text
+    # each copy adds to the one before it, the last one is yielded
+    body = loop.regions[0].blocks[0]
+    adds = [op.operation for op in body.operations if op.operation.name == "arith.addf"]
+    for before, after in itertools.pairwise(adds):
+        assert after.operands[0] == before.results[0]
+    assert list(body.operations)[-1].operation.operands[0] == adds[-1].results[0]
+
+
+def test_a_tile_loop_of_whole_steps_is_unrolled_reading_the_tiles(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """K a multiple of the tile step: the loop over a tile runs 8 steps a pass, and every
+    copy reads the shared tiles (none goes back to global memory)."""
+    monkeypatch.setattr(launch, "MIN_TILED_BLOCKS", 1)
+    fn = tc.define(TMM, target="cuda")
+    rng = np.random.default_rng(14)
+    A = rng.standard_normal((64, 64)).astype(np.float32)
+    B = rng.standard_normal((256, 64)).astype(np.float32)
+    assert np.allclose(fn.emulate(A, B), A @ B.T, rtol=1e-5, atol=1e-5)
+    stage = fn.mlir("gpu")
+    kernel = stage[stage.index("gpu.func") :]
+    # 16 points per thread × 8 steps read the tiles; only the copies read global memory
+    shared = set(re.findall(r"(%\w+) = memref.alloca\(\) \{polyflow.shared\}", kernel))
+    loads = re.findall(r"memref.load (%\w+)\[", kernel)
+    assert len([name for name in loads if name in shared]) == 8 * 8  # 4 of A, 4 of B, 8 steps
+    if shutil.which("ptxas"):
+        ptx = fn.ptx(A, B)
+        assert ptx.count("fma.rn.f32") + ptx.count("mul.rn.f32") >= 8 * 16

@@ -38,9 +38,14 @@ from polyflow.ir.ops import (
     index_value,
     remap_operands,
     shared_buffer,
+    unroll_loop,
 )
 
 TILE_STEPS = (32, 16, 8, 4)
+
+
+# how many steps of the loop over a tile each pass of the unrolled loop does
+UNROLL = 8
 
 
 @dataclass
@@ -339,7 +344,8 @@ def _rewrite(
         gpu.BarrierOp()
         stop = arith.AddIOp(kk, index_value(tile_step)).result
         low_c, high_c = index_constant(lower), index_constant(upper)
-        if low_c is None or high_c is None or (high_c - low_c) % tile_step:
+        whole_steps = low_c is not None and high_c is not None and (high_c - low_c) % tile_step == 0
+        if not whole_steps:
             stop = arith.MinSIOp(stop, upper).result  # (a last, shorter step)
         if parts.exact:
             inner = scf.ForOp(kk, stop, index_value(1), carried_in)
@@ -377,6 +383,10 @@ def _rewrite(
                 value = memref.LoadOp(tile, local).result
             read.load.results[0].replace_all_uses_with(value)
             read.load.erase()
+    if whole_steps and tile_step % UNROLL == 0:
+        # a constant trip: unrolled, the tile reads get constant offsets and the loop's
+        # counting is paid once per UNROLL steps
+        unroll_loop(inner.operation, UNROLL)
     if parts.exact:
         for old, new in zip(loop.results, strip.results, strict=True):
             old.replace_all_uses_with(new)

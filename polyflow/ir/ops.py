@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from mlir import ir
 from mlir.dialects import arith, memref
 
+from polyflow.ir.affine import index_constant
 from polyflow.ir.names import SHARED_ATTR
 
 
@@ -96,3 +97,32 @@ def shared_buffer(shape: Sequence[int], element: ir.Type) -> ir.Value:
     alloca = memref.AllocaOp(ir.MemRefType.get(list(shape), element), [], [])
     alloca.operation.attributes[SHARED_ATTR] = ir.UnitAttr.get()
     return alloca.result
+
+
+def unroll_loop(loop: ir.Operation, factor: int) -> None:
+    """Unroll the `scf.for` `loop` by `factor` in place: its step becomes `factor` times the
+    constant step and its body `factor` copies chained through the carried values. The caller
+    guarantees the trip count is a multiple of `factor` (no remainder loop is made)."""
+    if factor <= 1:
+        return
+    step = index_constant(loop.operands[2])
+    assert step is not None, "unroll_loop needs a constant step"
+    body = loop.regions[0].blocks[0]
+    ops = [op.operation for op in body.operations]
+    end, copied = ops[-1], ops[:-1]
+    iv, carried = body.arguments[0], list(body.arguments)[1:]
+    latest = list(end.operands)
+    for copy_index in range(1, factor):
+        with ir.InsertionPoint(end), loop.location:
+            shifted = arith.AddIOp(iv, index_value(copy_index * step)).result
+        mapping: dict[ir.Value, ir.Value] = {iv: shifted}
+        mapping.update(zip(carried, latest, strict=True))
+        for op in copied:
+            clone = op.clone(ip=ir.InsertionPoint(end))
+            remap_operands([clone], mapping)
+            mapping.update(zip(op.results, clone.results, strict=True))
+        latest = [mapping.get(v, v) for v in end.operands]
+    for index, value in enumerate(latest):
+        end.operands[index] = value
+    with ir.InsertionPoint(loop), loop.location:
+        loop.operands[2] = index_value(step * factor)
