@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # The pipeline's stages whose text can be kept (pipeline.STAGE_NAMES, in order) ...
-PipelineStage = Literal["mlir", "affine", "affine-opt", "gpu", "llvm-dialect", "llvm"]
+PipelineStage = Literal["mlir", "affine", "grad", "affine-opt", "gpu", "llvm-dialect", "llvm"]
 # ... and what `polyflow build --emit` can write: those, the schedule trees, the PTX of a CUDA
 # build's kernels, an object, a program.
 EmitStage = Literal[PipelineStage, "schedule", "ptx", "obj", "asm", "exe"]
@@ -290,6 +290,12 @@ class Options(BaseModel):
         description="the compiled functions receive their arrays in GPU memory (the Python "
         "API's CUDA callables): all their memory work runs on the GPU, a function without a "
         "parallel loop as one single-thread kernel",
+        json_schema_extra=_cli(cli=False),
+    )
+    grad: tuple[str, ...] | None = Field(
+        default=None,
+        description="differentiate these functions in reverse mode: each gets `<name>_grad` "
+        "(the frontend declares it; the 'grad' stage gives it the body and the adjoint sweep)",
         json_schema_extra=_cli(cli=False),
     )
     debug_info: bool = Field(

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from mlir import ir
 
+from polyflow import autodiff as _autodiff
 from polyflow import gpu_map as _gpu_mapping
 from polyflow import raising as _raising
 from polyflow import schedule as _scheduling
@@ -70,11 +71,13 @@ def _lower_to_llvm(module: ir.Module, options: Options) -> ir.Module:
     )
 
 
-# MLIR → MLIR stages after the frontend, in order: raising, the polyhedral stage (rescheduling
+# MLIR → MLIR stages after the frontend, in order: raising, reverse-mode differentiation (only
+# with `Options.grad`), the polyhedral stage (rescheduling
 # and parallelization, -O3 only), for target "cuda" the GPU mapping, lowering (for "cuda": the
 # kernels to PTX embedded in the host code, or with gpu_emulate to CPU loops).
 MODULE_STAGES: list[ModuleStage] = [
     ("affine", lambda module, options: _raising.raise_to_affine(module, options)),
+    ("grad", _autodiff.differentiate_module),
     ("affine-opt", _optimize_affine),
     ("gpu", _map_to_gpu),
     ("llvm-dialect", _lower_to_llvm),
@@ -83,14 +86,22 @@ STAGE_NAMES = ["mlir", *(name for name, _ in MODULE_STAGES), "llvm"]
 
 
 def module_stages(options: Options) -> list[ModuleStage]:
-    """The MLIR stages `options` runs: `gpu` only for target "cuda"."""
-    return [(name, stage) for name, stage in MODULE_STAGES if name != "gpu" or options.target == "cuda"]
+    """The MLIR stages `options` runs: `grad` only with functions to differentiate, `gpu` only
+    for target "cuda"."""
+    return [
+        (name, stage)
+        for name, stage in MODULE_STAGES
+        if (name != "gpu" or options.target == "cuda") and (name != "grad" or options.grad)
+    ]
 
 
 def check_stages(options: Options, stop_after: str) -> None:
-    """Refuse (ValueError) a stop the target does not have: `gpu` without "cuda"."""
+    """Refuse (ValueError) a stop the build does not have: `gpu` without "cuda", `grad`
+    without functions to differentiate."""
     if options.target != "cuda" and stop_after == "gpu":
         raise ValueError("the 'gpu' stage exists for target 'cuda' only")
+    if not options.grad and stop_after == "grad":
+        raise ValueError("the 'grad' stage exists only when a gradient is asked for")
 
 
 def stage_text(module: ir.Module, options: Options) -> str:

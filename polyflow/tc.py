@@ -32,7 +32,7 @@ from polyflow.frontend.tc.ranges import InferredDefinition, Specialized, infer_r
 from polyflow.options import TC_DEFAULTS, Options
 from polyflow.report import CompileReport
 
-__all__ = ["TcFunction", "define", "definition_names"]
+__all__ = ["TcFunction", "TcGradient", "define", "definition_names"]
 
 NUMPY_DTYPES = {
     "f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_,
@@ -41,6 +41,8 @@ NUMPY_DTYPES = {
 }  # fmt: skip
 
 DEFAULT_OPTIONS = Options(**TC_DEFAULTS)
+# seconds the polyhedral stage may spend on a gradient when the options set no limit
+GRAD_COMPILE_TIMEOUT = 10.0
 
 
 def definition_names(source: str, *, file: str = "<tc>") -> list[str]:
@@ -88,6 +90,99 @@ def define(
     if name not in checked:
         raise ValueError(f"no definition named '{name}' (defined: {', '.join(checked)})")
     return TcFunction(source, file, inferred[name], inferred, options)
+
+
+class TcGradient:
+    """The reverse-mode gradient of a TC definition (`TcFunction.grad`): `g(*inputs, seed)`
+    returns the adjoint of each input of `wrt` (one array, or a tuple in `wrt`'s order) for the
+    output adjoint `seed`: an array shaped like the output, or, for a definition of several
+    outputs, a sequence with one entry per output (None: zero). It runs on the CPU, compiled
+    through the same pipeline (the adjoint is scheduled and parallelized like the primal)."""
+
+    def __init__(self, fn: TcFunction, wrt: str | tuple[str, ...] | list[str] | None) -> None:
+        floats = [t.name for t in fn.definition.inputs if t.element in _FLOAT_ELEMENTS]
+        if wrt is None:
+            wanted = floats
+        else:
+            wanted = [wrt] if isinstance(wrt, str) else list(wrt)
+        for name in wanted:
+            if name not in floats:
+                known = ", ".join(floats) or "none"
+                raise ValueError(
+                    f"{fn.name}() has no floating-point input '{name}' to differentiate with "
+                    f"respect to (floating-point inputs: {known})"
+                )
+        if fn.options.target == "cuda":
+            raise ValueError(
+                f"gradients of {fn.name}() run on the CPU only for now: define it without "
+                "target='cuda' to differentiate it"
+            )
+        self.fn = fn
+        self.wrt = tuple(wanted)
+
+    def __call__(self, *args: Any, seed: Any = None) -> Any:
+        inputs = self.fn.definition.inputs
+        if seed is None and len(args) == len(inputs) + 1:
+            *rest, seed = args
+            args = tuple(rest)
+        if seed is None:
+            raise TypeError(f"the gradient of {self.fn.name}() needs the output adjoint 'seed'")
+        _, adjoints = self.run(args, seed)
+        names = [t.name for t in inputs if t.element in _FLOAT_ELEMENTS]
+        picked = [adjoints[names.index(name)] for name in self.wrt]
+        return picked[0] if len(picked) == 1 else tuple(picked)
+
+    def run(self, args: tuple[Any, ...], seed: Any) -> tuple[Any, list[np.ndarray]]:
+        """(the outputs, the adjoints of every float input in signature order)."""
+        fn = self.fn
+        arrays = fn._arrays(args)
+        compiled = fn._compile_shapes([(a.shape, a.dtype) for a in arrays], grad=True)
+        fn._check_gathers(compiled.specialized, arrays)
+        outputs = fn._outputs(compiled.specialized, None)
+        definition = fn.definition
+        seeds = self._seeds(compiled.specialized, seed)
+        shadows: list[np.ndarray] = []
+        input_shadows: list[np.ndarray] = []
+        for tensor, array in zip(definition.inputs, arrays, strict=True):
+            if tensor.element in _FLOAT_ELEMENTS:
+                shadows.append(np.zeros_like(array))
+                input_shadows.append(shadows[-1])
+        for tensor, given in zip(definition.outputs, seeds, strict=True):
+            if tensor.element in _FLOAT_ELEMENTS:
+                shadows.append(given)
+        everything = (*arrays, *outputs, *shadows)
+        pointers = [ctypes.c_void_p(a.ctypes.data) for a in everything]
+        packed = (ctypes.c_void_p * len(pointers))(*[ctypes.addressof(p) for p in pointers])
+        compiled.call(packed)
+        result = outputs[0] if len(outputs) == 1 else tuple(outputs)
+        return result, input_shadows
+
+    def _seeds(self, specialized: Specialized, seed: Any) -> list[np.ndarray]:
+        outputs = self.fn.definition.outputs
+        given = list(seed) if isinstance(seed, (tuple, list)) else [seed]
+        if len(given) != len(outputs):
+            raise TypeError(
+                f"{self.fn.name}() has {len(outputs)} output(s): give 'seed' as a sequence of "
+                f"{len(outputs)} arrays (None for an output that gets no adjoint)"
+            )
+        out = []
+        for value, tensor in zip(given, outputs, strict=True):
+            shape = specialized.shapes[tensor.name]
+            dtype = np.dtype(NUMPY_DTYPES[tensor.element])
+            if value is None:
+                out.append(np.zeros(shape, dtype))
+                continue
+            array = np.array(_as_numpy(value, self.fn.name, f"seed of {tensor.name}"), dtype=dtype)
+            if array.shape != shape:
+                raise ValueError(
+                    f"the seed of output '{tensor.name}' of {self.fn.name}() must have shape "
+                    f"{shape}, got {array.shape}"
+                )
+            out.append(np.ascontiguousarray(array))  # a copy: the gradient consumes it
+        return out
+
+
+_FLOAT_ELEMENTS = frozenset({"f16", "f32", "f64"})
 
 
 @dataclass
@@ -168,8 +263,14 @@ class TcFunction:
         return context, module
 
     def mlir(self, stage: str = "mlir", *args: Any) -> str:
-        """The IR after `stage` ('mlir', 'affine', 'affine-opt', 'llvm-dialect') for `args`'
-        shapes, or for the last call's."""
+        """The IR after `stage` ('mlir', 'affine', 'affine-opt', 'llvm-dialect'; 'grad': the
+        gradient's module after the `grad` stage) for `args`' shapes, or for the last call's."""
+        if stage == "grad":
+            if self.options.target == "cuda":
+                raise ValueError("gradients are compiled for the CPU only for now")
+            arrays = self._arrays(args)
+            gradient = self._compile_shapes([(a.shape, a.dtype) for a in arrays], grad=True)
+            return str(gradient.stages["grad"])
         compiled = self._compile(self._arrays(args)) if args else self._last
         if compiled is None:
             raise ValueError(f"{self.name} has not run yet: pass arguments to specialize it")
@@ -244,7 +345,10 @@ class TcFunction:
 
         cupy = import_cupy()
         torch_inputs = any(type(a).__module__.startswith("torch") for a in args)
-        arrays = [_as_cupy(cupy, a, self.name, p.name) for a, p in zip(args, self.definition.inputs, strict=True)]
+        arrays = [
+            _as_cupy(cupy, a, self.name, p.name)
+            for a, p in zip(args, self.definition.inputs, strict=True)
+        ]
         compiled = self._gpu_compiled(tuple(arrays))
         if compiled.gpu is None:
             compiled.gpu = CupyLauncher(compiled.ptx)
@@ -255,7 +359,10 @@ class TcFunction:
             ]
         else:
             given = list(out) if isinstance(out, (tuple, list)) else [out]
-            outputs = [_as_cupy(cupy, o, self.name, t.name) for o, t in zip(given, self.definition.outputs, strict=True)]
+            outputs = [
+                _as_cupy(cupy, o, self.name, t.name)
+                for o, t in zip(given, self.definition.outputs, strict=True)
+            ]
         pointers = [int(a.data.ptr) for a in (*arrays, *outputs)]
         compiled.host.run(compiled.entry, pointers, compiled.gpu)
         if torch_inputs and out is None:
@@ -360,19 +467,51 @@ class TcFunction:
     def _compile(self, arrays: list[np.ndarray]) -> Any:
         return self._compile_shapes([(a.shape, a.dtype) for a in arrays])
 
-    def _compile_shapes(self, shapes: list[tuple[tuple[int, ...], np.dtype[Any]]]) -> Any:
-        key = tuple((shape, np.dtype(dtype).str) for shape, dtype in shapes)
+    def _compile_shapes(
+        self, shapes: list[tuple[tuple[int, ...], np.dtype[Any]]], *, grad: bool = False
+    ) -> Any:
+        key = (*((shape, np.dtype(dtype).str) for shape, dtype in shapes), grad)
         compiled = self._cache.get(key)
         if compiled is None:
-            probes = [np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, [0] * len(shape)) for shape, dtype in shapes]
+            probes = [
+                np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, [0] * len(shape))
+                for shape, dtype in shapes
+            ]
             specialized = specialize(
                 self.inferred, self._sizes(probes), source=self.source, file=self.file
             )
-            build = _build_gpu if self.options.target == "cuda" else _build
-            compiled = build(specialized, self._callees, self.source, self.file, self.options)
+            if grad:
+                # a time limit on the polyhedral stage unless one is set: the adjoint of a
+                # body with comparisons and selects (max, fabs) becomes a scop of many small
+                # statements on which isl's scheduler can run for minutes past its budget
+                timeout = self.options.compile_timeout or GRAD_COMPILE_TIMEOUT
+                options = self.options.model_copy(
+                    update={"grad": (self.name,), "compile_timeout": timeout}
+                )
+                compiled = _build(
+                    specialized, self._callees, self.source, self.file, options, grad=True
+                )
+            else:
+                build = _build_gpu if self.options.target == "cuda" else _build
+                compiled = build(specialized, self._callees, self.source, self.file, self.options)
             self._cache[key] = compiled
         self._last = compiled
         return compiled
+
+    # ----- gradients
+
+    def grad(self, wrt: str | tuple[str, ...] | list[str] | None = None) -> TcGradient:
+        """The reverse-mode gradient of this definition with respect to the float inputs `wrt`
+        (all of them by default): `g = fn.grad(("W", "X"))`, then `dW, dX = g(*inputs, seed)`,
+        the vector–Jacobian product for the output adjoint `seed` (see `TcGradient`)."""
+        return TcGradient(self, wrt)
+
+    def vjp(self, *args: Any, seed: Any) -> tuple[Any, Any]:
+        """(the outputs, the adjoints of every float input) for the output adjoint `seed`, from
+        one run of the gradient (which computes the outputs on its way)."""
+        gradient = self.grad()
+        outputs, adjoints = gradient.run(args, seed)
+        return outputs, adjoints
 
 
 def _build(
@@ -381,19 +520,23 @@ def _build(
     source: str,
     file: str,
     options: Options,
+    *,
+    grad: bool = False,
 ) -> _Compiled:
     from mlir import ir
 
     from polyflow.drivers.jit import jit_module
     from polyflow.frontend.tc.lower import lower_definition
     from polyflow.ir.contexts import new_context
-    from polyflow.ir.names import CABI_PREFIX
+    from polyflow.ir.names import CABI_PREFIX, gradient_name
 
     context = new_context()
     with context, ir.Location.unknown():
-        module = lower_definition(specialized, callees=callees, source=source, file=file)
+        module = lower_definition(specialized, callees=callees, source=source, file=file, grad=grad)
         engine, result = jit_module(module, options)
     name = specialized.inferred.definition.name
+    if grad:
+        name = gradient_name(name)
     address = engine.raw_lookup(CABI_PREFIX + name)
     if not address:
         raise CompileError(f"compiled code for '{name}' not found", file=file)

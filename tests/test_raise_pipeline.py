@@ -32,7 +32,7 @@ SAXPY = """void kernel(int n, double a, double *x, double *y) {
 
 
 def test_affine_stage_follows_mlir_and_is_on_by_default() -> None:
-    assert STAGE_NAMES[:5] == ["mlir", "affine", "affine-opt", "gpu", "llvm-dialect"]
+    assert STAGE_NAMES[:6] == ["mlir", "affine", "grad", "affine-opt", "gpu", "llvm-dialect"]
     assert polyflow.Options().raise_affine is True
     assert polyflow.Options().raising_enabled
     assert not polyflow.Options(opt_level=0).raising_enabled

@@ -1,0 +1,61 @@
+"""Reverse-mode automatic differentiation of affine functions (the `grad` stage, between raising
+and scheduling): for each function `f` named in `Options.grad` whose gradient `f_grad` the
+frontend declared (f's arguments, then one shadow array per float array argument), `f_grad`
+gets f's body followed by its adjoint sweep (`reverse.py`). The adjoint is plain affine code, so
+the scheduler, the parallelizer and the GPU mapping treat it like any other function.
+
+Convention (Enzyme's duplicated arguments): on entry each shadow holds the seed of its array
+(the adjoint of its final value: the seed of an output, zeros for an input); on return it holds
+the adjoint of the array's value on entry — for an input, the vector–Jacobian product.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+
+from polyflow.errors import CompileError
+from polyflow.ir.locations import source_position
+from polyflow.ir.names import gradient_name
+from polyflow.options import Options
+
+from .reverse import NotDifferentiable, differentiate
+
+
+def active_arguments(types: list[ir.Type]) -> list[bool]:
+    """Which arguments of these types get a shadow: arrays of floating-point elements."""
+    return [
+        isinstance(t, ir.MemRefType) and isinstance(ir.MemRefType(t).element_type, ir.FloatType)
+        for t in types
+    ]
+
+
+def differentiate_module(module: ir.Module, options: Options) -> ir.Module:
+    """Give every gradient declared for a function of `options.grad` its body; a function that
+    cannot be differentiated is a `CompileError` at the op that stops it."""
+    functions = {
+        ir.StringAttr(op.attributes["sym_name"]).value: op.operation
+        for op in module.body.operations
+        if op.operation.name == "func.func"
+    }
+    for name in options.grad or ():
+        primal = functions.get(name)
+        gradient = functions.get(gradient_name(name))
+        if primal is None or gradient is None:
+            raise CompileError(f"no function '{name}' to differentiate")
+        if gradient.regions[0].blocks:
+            continue  # defined already
+        types = [a.type for a in primal.regions[0].blocks[0].arguments]
+        with module.context, primal.location:
+            try:
+                differentiate(primal, gradient, active_arguments(types), fast=options.reassociation)
+            except NotDifferentiable as error:
+                position = source_position(error.location)
+                raise CompileError(
+                    f"cannot differentiate '{name}': {error.message}",
+                    file=position.file if position else "<input>",
+                    line=position.line if position else 0,
+                    column=position.column if position else 0,
+                ) from None
+            if "sym_visibility" in gradient.attributes:
+                del gradient.attributes["sym_visibility"]
+    return module

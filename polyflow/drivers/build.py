@@ -264,6 +264,12 @@ def build_program(
         if not whole_unit:
             if emit == "gpu" and options.target != "cuda":
                 raise CompileError("--emit=gpu needs --target=cuda", file=filename)
+            if emit == "grad" and not options.grad:
+                raise CompileError(
+                    "--emit=grad shows a gradient: C functions are not differentiated yet "
+                    "(TC: polyflow tc --emit grad)",
+                    file=filename,
+                )
             result = compile_module(
                 cmod.module,
                 options,

@@ -40,7 +40,7 @@ Product = Literal["object", "jit", "ir", "ptx"]
 AVAILABLE_TARGETS = frozenset({"cpu", "cuda"})
 
 # The stages a JIT compile keeps, for `CompiledFunction.mlir(stage)` and `TcFunction.mlir`.
-JIT_STAGES = frozenset({"mlir", "affine", "affine-opt", "llvm-dialect"})
+JIT_STAGES = frozenset({"mlir", "affine", "grad", "affine-opt", "llvm-dialect"})
 # ... and a PTX compile (the `gpu` stage is what the Python launcher runs).
 GPU_STAGES = frozenset({"mlir", "affine", "affine-opt", "gpu"})
 

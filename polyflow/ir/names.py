@@ -79,3 +79,11 @@ PARALLEL_TILES_MARK = "polyflow.parallel_tiles"
 def symbol_name(op: ir.Operation | ir.OpView) -> str:
     """The `sym_name` of a function or global."""
     return ir.StringAttr(op.attributes["sym_name"]).value
+
+# The gradient of function `f` (reverse mode, polyflow.autodiff) is the function `f` + this.
+GRAD_SUFFIX = "_grad"
+
+
+def gradient_name(name: str) -> str:
+    """The name of the gradient function of `name`."""
+    return name + GRAD_SUFFIX

@@ -24,7 +24,7 @@ from mlir import ir
 from mlir.dialects import affine, arith, func, math, memref
 
 from polyflow.frontend.c_abi import memref_descriptor
-from polyflow.ir.names import CABI_PREFIX, GATHER_ATTR, NOALIAS_ATTR
+from polyflow.ir.names import CABI_PREFIX, GATHER_ATTR, NOALIAS_ATTR, gradient_name
 
 from . import syntax as ast
 from .checks import FLOATS, CheckedCall, CheckedComprehension, join
@@ -82,8 +82,11 @@ def lower_definition(
     callees: Mapping[str, InferredDefinition],
     source: str,
     file: str = "<tc>",
+    grad: bool = False,
 ) -> ir.Module:
-    """The module for `specialized` (see the module docstring); needs an active context."""
+    """The module for `specialized` (see the module docstring); needs an active context. With
+    `grad`, also `@<name>_grad` declared (arguments, then a shadow per float tensor) and its
+    pointer entry, for the `grad` stage to define."""
     definition = specialized.inferred.definition
     module = ir.Module.create()
     tensors = [t.name for t in definition.inputs] + [t.name for t in definition.outputs]
@@ -103,6 +106,16 @@ def lower_definition(
             _Lowering(callees, source, file).body(specialized, env)
             func.ReturnOp([])
         _c_abi_entry(definition.name, types)
+        if grad:
+            # declared here, given its body by the `grad` stage (polyflow.autodiff)
+            shadows = [t for t in types if isinstance(t.element_type, ir.FloatType)]
+            gradient = func.FuncOp(
+                gradient_name(definition.name), (types + shadows, []), visibility="private"
+            )
+            gradient.arg_attrs = ir.ArrayAttr.get(
+                [ir.DictAttr.get({NOALIAS_ATTR: ir.UnitAttr.get()}) for _ in types + shadows]
+            )
+            _c_abi_entry(gradient_name(definition.name), types + shadows)
     return module
 
 

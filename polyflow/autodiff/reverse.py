@@ -1,0 +1,725 @@
+"""Reverse-mode differentiation of an affine function: `<f>_grad` runs f's body (the forward
+sweep), then the adjoint sweep, which visits f's statements in reverse order, each loop run
+backwards (`i' = -i` over the negated bounds, so any affine bounds reverse), and for every
+statement `W[w] = e(reads)`:
+
+    t = W̄[w];  W̄[w] = 0;  R̄[r] += t · ∂e/∂R[r]   for each read R[r] of e
+
+Primal values an adjoint needs are computed again in the adjoint sweep (loads and arithmetic
+cloned at the top of the reversed loop body) rather than taped: that is exact when nothing
+overwrites the location between the read and the end of the function, which is checked for every
+read whose value a derivative needs (a `NotDifferentiable` otherwise: a tape is not made yet).
+A loop-carried value must be an `add` reduction (raising marks them): the adjoint of its
+running value is the same in every iteration, so the reversed loop needs no tape either. The
+adjoints of values defined outside a loop and used in it are summed by the reversed loop's own
+`iter_args`. The result is plain affine code: the scheduler then reorders it like any other, so
+an adjoint that scatters (`Ā[i,k] += C̄[i,j]·B[k,j]`) becomes a parallel gather where the
+dependences allow, with no atomics.
+"""
+
+from __future__ import annotations
+
+import math as pymath
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from mlir import ir
+from mlir.dialects import affine, arith, math, memref
+
+from polyflow.ir.names import REDUCTIONS_ATTR
+from polyflow.ir.ops import defined_in, remap_operands
+
+
+class NotDifferentiable(Exception):
+    """Something in the function has no adjoint here; `location` is the op's."""
+
+    def __init__(self, message: str, location: ir.Location) -> None:
+        super().__init__(message)
+        self.message = message
+        self.location = location
+
+
+_LOADS = ("affine.load", "memref.load")
+_STORES = ("affine.store", "memref.store")
+# ops whose results never carry a derivative (their float results are pieces of rounding)
+_ZERO_DERIVATIVE = frozenset({"math.floor", "math.ceil", "math.round", "math.trunc"})
+_SKIPPED = frozenset({"affine.yield", "func.return", "arith.constant", "affine.apply"})
+
+
+def _is_float(t: ir.Type) -> bool:
+    return isinstance(t, ir.FloatType)
+
+
+def _ops(block: ir.Block) -> list[ir.Operation]:
+    return [op.operation for op in block.operations]
+
+
+def _walk(op: ir.Operation, visit: Callable[[ir.Operation], None]) -> None:
+    visit(op)
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                _walk(inner.operation, visit)
+
+
+@dataclass
+class _Frame:
+    """The adjoint of one primal block being emitted: the block, how its (and outer) primal
+    values are reached here, where recomputed values go, and the adjoints so far."""
+
+    block: ir.Block
+    parent: _Frame | None
+    values: dict[ir.Value, ir.Value] = field(default_factory=dict)
+    anchor: ir.Operation | None = None  # recomputed values are placed before it
+    adjoints: dict[ir.Value, ir.Value] = field(default_factory=dict)
+
+
+class _Differentiator:
+    def __init__(
+        self,
+        primal: ir.Operation,
+        shadows: dict[ir.Value, ir.Value],
+        fast: bool,
+    ) -> None:
+        self.primal = primal
+        self.shadows = shadows  # primal memref argument -> its shadow in the gradient
+        self.fast = fast
+        self.order: list[ir.Operation] = []
+        _walk(primal, self.order.append)
+        self.active = self._activity()
+        # loads whose value a store adds to in place: their shadow keeps the store's seed
+        self.kept: list[ir.Operation] = []
+
+    # ----- which values carry derivatives
+
+    def _activity(self) -> set[ir.Value]:
+        """Float values that depend on a float read of a shadowed array (a fixed point over the
+        carried values of loops)."""
+        active: set[ir.Value] = set()
+        changed = True
+        while changed:
+            changed = False
+
+            def mark(value: ir.Value) -> None:
+                nonlocal changed
+                if _is_float(value.type) and value not in active:
+                    active.add(value)
+                    changed = True
+
+            for op in self.order:
+                if op.name in _LOADS:
+                    if op.operands[0] in self.shadows:
+                        mark(op.results[0])
+                elif op.name == "affine.for" and len(op.results):
+                    body = op.regions[0].blocks[0]
+                    inits = _inits(op)
+                    yielded = list(_ops(body)[-1].operands)
+                    for k, result in enumerate(op.results):
+                        if inits[k] in active or yielded[k] in active:
+                            mark(body.arguments[k + 1])
+                            mark(result)
+                elif op.name == "affine.if" and len(op.results):
+                    for region in op.regions:
+                        for block in region.blocks:
+                            for k, value in enumerate(_ops(block)[-1].operands):
+                                if value in active:
+                                    mark(op.results[k])
+                elif op.results and op.name not in _ZERO_DERIVATIVE:
+                    if any(v in active for v in op.operands):
+                        for result in op.results:
+                            mark(result)
+        return active
+
+    # ----- primal values in the adjoint sweep
+
+    def value(self, frame: _Frame, value: ir.Value) -> ir.Value:
+        """`value` as computed where `frame` emits: found, or computed again at the top of the
+        frame of the block that defines it."""
+        f: _Frame | None = frame
+        while f is not None:
+            if value in f.values:
+                return f.values[value]
+            f = f.parent
+        owner = value.owner
+        if isinstance(owner, ir.Block):
+            raise NotDifferentiable(
+                "a derivative needs the running value of a loop-carried value (only sums are "
+                "differentiated without a tape)",
+                owner.owner.location if owner.owner else ir.Location.unknown(),
+            )
+        op = owner.operation
+        found: _Frame | None = frame
+        while found is not None and not _in_block(op, found.block):
+            found = found.parent
+        assert found is not None and found.anchor is not None, "a value from no enclosing block"
+        home = found
+        self._check_final(op)
+        outside: dict[ir.Value, ir.Value] = {}
+        for operand in _external_operands(op):
+            outside[operand] = self.value(home, operand)
+        copy = op.clone(ip=ir.InsertionPoint(home.anchor))
+        remap_operands([copy], outside)
+        for old, new in zip(op.results, copy.results, strict=True):
+            home.values[old] = new
+        return home.values[value]
+
+    def _check_final(self, op: ir.Operation) -> None:
+        """Refuse to read again (at the end of the function) a location the function writes
+        after `op` reads it: the adjoint would see the later value."""
+        loads: list[ir.Operation] = []
+        _walk(op, lambda o: loads.append(o) if o.name in _LOADS else None)
+        for load in loads:
+            array = load.operands[0]
+            at = self._position(load)
+            for store in self.order:
+                if store.name not in _STORES or store.operands[1] != array:
+                    continue
+                if self._position(store) > at or _common_loop(store, load):
+                    raise NotDifferentiable(
+                        "the value read here is overwritten later in the function: its "
+                        "derivative needs a tape, which is not made yet",
+                        load.location,
+                    )
+
+    def _position(self, op: ir.Operation) -> int:
+        return next(k for k, candidate in enumerate(self.order) if candidate == op)
+
+    # ----- adjoints
+
+    def add_adjoint(self, frame: _Frame, value: ir.Value, contribution: ir.Value) -> None:
+        if value not in self.active:
+            return
+        if value in frame.adjoints:
+            frame.adjoints[value] = arith.AddFOp(frame.adjoints[value], contribution).result
+        else:
+            frame.adjoints[value] = contribution
+
+    def _current(self, frame: _Frame, value: ir.Value) -> ir.Value:
+        """The adjoint of `value` so far (zero when nothing has reached it)."""
+        found = frame.adjoints.get(value)
+        return found if found is not None else _zero(value.type)
+
+    def reverse_block(self, frame: _Frame) -> None:
+        for op in reversed(_ops(frame.block)):
+            self.reverse_op(frame, op)
+
+    def reverse_op(self, frame: _Frame, op: ir.Operation) -> None:
+        name = op.name
+        if name in _SKIPPED:
+            return
+        if name in _STORES:
+            self._store(frame, op)
+        elif name in _LOADS:
+            self._load(frame, op)
+        elif name == "affine.for":
+            self._loop(frame, op)
+        elif name == "affine.if":
+            self._if(frame, op)
+        elif name.startswith(("arith.", "math.")):
+            if any(r in frame.adjoints for r in op.results):
+                self._arithmetic(frame, op)
+        elif name in ("memref.alloc", "memref.alloca", "memref.dealloc", "memref.copy"):
+            if any(_is_float(ir.MemRefType(v.type).element_type) for v in op.operands) or any(
+                _is_float(ir.MemRefType(r.type).element_type) for r in op.results
+            ):
+                raise NotDifferentiable(
+                    "a local float array is not differentiated yet", op.location
+                )
+        else:
+            raise NotDifferentiable(f"'{name}' is not differentiated", op.location)
+
+    def _shadow_load(self, frame: _Frame, op: ir.Operation, first: int) -> ir.Value:
+        shadow = self.shadows[op.operands[first - 1]]
+        indices = [self.value(frame, v) for v in list(op.operands)[first:]]
+        element = ir.MemRefType(shadow.type).element_type
+        if op.name.startswith("affine."):
+            return affine.AffineLoadOp(element, shadow, indices, _map(op)).result
+        return memref.LoadOp(shadow, indices).result
+
+    def _shadow_store(self, frame: _Frame, op: ir.Operation, value: ir.Value, first: int) -> None:
+        shadow = self.shadows[op.operands[first - 1]]
+        indices = [self.value(frame, v) for v in list(op.operands)[first:]]
+        if op.name.startswith("affine."):
+            affine.AffineStoreOp(value, shadow, indices, _map(op))
+        else:
+            memref.StoreOp(value, shadow, indices)
+
+    def _store(self, frame: _Frame, op: ir.Operation) -> None:
+        value, array = op.operands[0], op.operands[1]
+        if array not in self.shadows:
+            if _is_float(value.type) and value in self.active:
+                raise NotDifferentiable(
+                    "a derivative flows into an array that has no shadow", op.location
+                )
+            return
+        if value not in self.active:  # a constant or an inactive value: nothing flows back
+            self._shadow_store(frame, op, _zero(value.type), 2)
+            return
+        seed = self._shadow_load(frame, op, 2)
+        accumulated = _accumulated_load(op)
+        if accumulated is None:
+            self._shadow_store(frame, op, _zero(value.type), 2)
+        else:
+            # X[a] = X[a] + e: the seed would be zeroed here and added back at the load
+            self.kept.append(accumulated)
+        self.add_adjoint(frame, value, seed)
+
+    def _load(self, frame: _Frame, op: ir.Operation) -> None:
+        result = op.results[0]
+        if result not in frame.adjoints or op.operands[0] not in self.shadows:
+            return
+        adjoint = frame.adjoints.pop(result)
+        if any(op == kept for kept in self.kept):
+            return  # the seed of the store it accumulates into stayed in place
+        current = self._shadow_load(frame, op, 1)
+        self._shadow_store(frame, op, arith.AddFOp(current, adjoint).result, 1)
+
+    # ----- loops and conditions
+
+    def _carried(self, op: ir.Operation) -> list[ir.Value]:
+        """The active values defined outside `op` and used inside it, in a stable order."""
+        out: list[ir.Value] = []
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    for value in _all_operands(inner.operation):
+                        if (
+                            value in self.active
+                            and not defined_in(value, op)
+                            and not any(value == seen for seen in out)
+                        ):
+                            out.append(value)
+        return out
+
+    def _loop(self, frame: _Frame, op: ir.Operation) -> None:
+        step = ir.IntegerAttr(op.attributes["step"]).value
+        if step != 1:
+            raise NotDifferentiable("a loop of step other than 1 is not reversed yet", op.location)
+        body = op.regions[0].blocks[0]
+        seeds: dict[ir.Value, ir.Value] = {}
+        if len(op.results):
+            kinds = _reduction_kinds(op)
+            yielded = list(_ops(body)[-1].operands)
+            for k, result in enumerate(op.results):
+                if result not in frame.adjoints:
+                    continue
+                if kinds[k] != "add" or not _private_sum(body.arguments[k + 1], yielded[k]):
+                    raise NotDifferentiable(
+                        f"a loop-carried value that is not a sum ({kinds[k]}) needs a tape, "
+                        "which is not made yet",
+                        op.location,
+                    )
+                adjoint = frame.adjoints.pop(result)
+                self.add_adjoint(frame, _inits(op)[k], adjoint)
+                seeds[yielded[k]] = adjoint
+        carried = self._carried(op)
+        lower_map, lower_operands, upper_map, upper_operands = _bounds(op)
+        lower = [self.value(frame, v) for v in lower_operands]
+        upper = [self.value(frame, v) for v in upper_operands]
+        # i' = -i runs [max L, min U) backwards: i' in [max(1 - U), min(1 - L))
+        initial = [self._current(frame, v) for v in carried]
+        reversed_loop = affine.AffineForOp(
+            _negated(upper_map),
+            _negated(lower_map),
+            1,
+            initial,
+            lower_bound_operands=upper,
+            upper_bound_operands=lower,
+        )
+        inner_body = reversed_loop.body
+        with ir.InsertionPoint(inner_body):
+            index = affine.AffineApplyOp(
+                ir.AffineMap.get(1, 0, [ir.AffineDimExpr.get(0) * -1]),
+                [reversed_loop.induction_variable],
+            ).result
+            anchor = arith.ConstantOp(ir.IndexType.get(), 0).operation
+        inner = _Frame(body, frame, {body.arguments[0]: index}, anchor)
+        for value, argument in zip(carried, reversed_loop.inner_iter_args, strict=True):
+            inner.adjoints[value] = argument
+        inner.adjoints.update(seeds)
+        with ir.InsertionPoint(inner_body):
+            self.reverse_block(inner)
+            affine.AffineYieldOp([inner.adjoints[v] for v in carried])
+        anchor.erase()
+        for value, result in zip(carried, reversed_loop.results, strict=True):
+            frame.adjoints[value] = result
+
+    def _if(self, frame: _Frame, op: ir.Operation) -> None:
+        if len(op.results):
+            raise NotDifferentiable(
+                "an affine.if with results is not differentiated yet", op.location
+            )
+        carried = self._carried(op)
+        condition = ir.IntegerSetAttr(op.attributes["condition"]).value
+        operands = [self.value(frame, v) for v in op.operands]
+        types = [v.type for v in carried]
+        initial = [self._current(frame, v) for v in carried]
+        branch = affine.AffineIfOp(
+            condition, types or None, cond_operands=operands, has_else=bool(carried)
+        )
+        then_block = op.regions[0].blocks[0]
+        with ir.InsertionPoint(branch.then_block):
+            anchor = arith.ConstantOp(ir.IndexType.get(), 0).operation
+        inner = _Frame(then_block, frame, {}, anchor)
+        inner.adjoints.update(zip(carried, initial, strict=True))
+        with ir.InsertionPoint(branch.then_block):
+            self.reverse_block(inner)
+            affine.AffineYieldOp([inner.adjoints[v] for v in carried])
+        anchor.erase()
+        if len(op.regions) > 1 and op.regions[1].blocks:
+            else_block = op.regions[1].blocks[0]
+            if _ops(else_block)[:-1]:
+                raise NotDifferentiable(
+                    "an affine.if with an else is not differentiated yet", op.location
+                )
+        if carried:
+            with ir.InsertionPoint(branch.else_block):
+                affine.AffineYieldOp(initial)
+            for value, result in zip(carried, branch.results, strict=True):
+                frame.adjoints[value] = result
+
+    # ----- arithmetic
+
+    def _arithmetic(self, frame: _Frame, op: ir.Operation) -> None:
+        name = op.name
+        result = op.results[0]
+        a = frame.adjoints.pop(result)
+        if name in _ZERO_DERIVATIVE or not _is_float(result.type):
+            return
+        x = lambda k: self.value(frame, op.operands[k])  # noqa: E731
+        r = lambda: self.value(frame, result)  # noqa: E731
+        t = result.type
+        add = lambda k, v: self.add_adjoint(frame, op.operands[k], v)  # noqa: E731
+        if name == "arith.addf":
+            add(0, a)
+            add(1, a)
+        elif name == "arith.subf":
+            add(0, a)
+            add(1, _neg(a))
+        elif name == "arith.mulf":
+            add(0, _mul(a, x(1)))
+            add(1, _mul(a, x(0)))
+        elif name == "arith.divf":
+            quotient = _div(a, x(1))
+            add(0, quotient)
+            add(1, _neg(_mul(quotient, r())))
+        elif name == "arith.negf":
+            add(0, _neg(a))
+        elif name in ("arith.maximumf", "arith.maxnumf", "arith.minimumf", "arith.minnumf"):
+            wins = "ogt" if "max" in name else "olt"
+            first = _cmp(wins, x(0), x(1))
+            tie = _cmp("oeq", x(0), x(1))
+            half = _mul(a, _const(t, 0.5))
+            to_first = arith.SelectOp(first, a, arith.SelectOp(tie, half, _zero(t)).result).result
+            add(0, to_first)
+            add(1, arith.SubFOp(a, to_first).result)
+        elif name == "arith.select":
+            zero = _zero(t)
+            condition = self.value(frame, op.operands[0])
+            self.add_adjoint(frame, op.operands[1], arith.SelectOp(condition, a, zero).result)
+            self.add_adjoint(frame, op.operands[2], arith.SelectOp(condition, zero, a).result)
+        elif name == "arith.extf":
+            add(0, arith.TruncFOp(op.operands[0].type, a).result)
+        elif name == "arith.truncf":
+            add(0, arith.ExtFOp(op.operands[0].type, a).result)
+        elif name == "arith.remf":
+            add(0, a)
+            add(1, _neg(_mul(a, math.TruncOp(_div(x(0), x(1))).result)))
+        elif name in ("arith.sitofp", "arith.uitofp"):
+            return
+        elif name == "math.fma":
+            add(0, _mul(a, x(1)))
+            add(1, _mul(a, x(0)))
+            add(2, a)
+        elif name == "math.powf":
+            base, exponent = x(0), x(1)
+            one = _const(t, 1.0)
+            add(
+                0,
+                _mul(
+                    a, _mul(exponent, math.PowFOp(base, arith.SubFOp(exponent, one).result).result)
+                ),
+            )
+            if op.operands[1] in self.active:
+                add(1, _mul(a, _mul(r(), math.LogOp(base).result)))
+        elif name == "math.atan2":
+            y, xx = x(0), x(1)
+            norm = arith.AddFOp(_mul(xx, xx), _mul(y, y)).result
+            add(0, _div(_mul(a, xx), norm))
+            add(1, _neg(_div(_mul(a, y), norm)))
+        elif name == "math.copysign":
+            sign = _mul(
+                math.CopySignOp(_const(t, 1.0), x(0)).result,
+                math.CopySignOp(_const(t, 1.0), x(1)).result,
+            )
+            add(0, _mul(a, sign))
+        elif name in _UNARY:
+            add(0, _UNARY[name](a, x(0), r, t))
+        else:
+            raise NotDifferentiable(f"'{name}' has no derivative rule yet", op.location)
+
+
+# ----- unary derivative rules: (adjoint, operand, result thunk, type) -> operand's adjoint
+
+
+def _sqrt1(t: ir.Type, v: ir.Value, sign: float) -> ir.Value:
+    """sqrt(1 + sign·v²)."""
+    return math.SqrtOp(
+        arith.AddFOp(_const(t, 1.0), _mul(_const(t, sign), _mul(v, v))).result
+    ).result
+
+
+_UNARY: dict[str, Callable[[ir.Value, ir.Value, Callable[[], ir.Value], ir.Type], ir.Value]] = {
+    "math.exp": lambda a, x, r, t: _mul(a, r()),
+    "math.exp2": lambda a, x, r, t: _mul(a, _mul(r(), _const(t, pymath.log(2.0)))),
+    "math.expm1": lambda a, x, r, t: _mul(a, arith.AddFOp(r(), _const(t, 1.0)).result),
+    "math.log": lambda a, x, r, t: _div(a, x),
+    "math.log2": lambda a, x, r, t: _div(a, _mul(x, _const(t, pymath.log(2.0)))),
+    "math.log10": lambda a, x, r, t: _div(a, _mul(x, _const(t, pymath.log(10.0)))),
+    "math.log1p": lambda a, x, r, t: _div(a, arith.AddFOp(x, _const(t, 1.0)).result),
+    "math.sqrt": lambda a, x, r, t: _div(_mul(a, _const(t, 0.5)), r()),
+    "math.rsqrt": lambda a, x, r, t: _neg(_div(_mul(_mul(a, _const(t, 0.5)), r()), x)),
+    "math.cbrt": lambda a, x, r, t: _div(a, _mul(_const(t, 3.0), _mul(r(), r()))),
+    "math.tanh": lambda a, x, r, t: _mul(a, arith.SubFOp(_const(t, 1.0), _mul(r(), r())).result),
+    "math.sin": lambda a, x, r, t: _mul(a, math.CosOp(x).result),
+    "math.cos": lambda a, x, r, t: _neg(_mul(a, math.SinOp(x).result)),
+    "math.tan": lambda a, x, r, t: _mul(a, arith.AddFOp(_const(t, 1.0), _mul(r(), r())).result),
+    "math.asin": lambda a, x, r, t: _div(a, _sqrt1(t, x, -1.0)),
+    "math.acos": lambda a, x, r, t: _neg(_div(a, _sqrt1(t, x, -1.0))),
+    "math.atan": lambda a, x, r, t: _div(a, arith.AddFOp(_const(t, 1.0), _mul(x, x)).result),
+    "math.sinh": lambda a, x, r, t: _mul(a, math.CoshOp(x).result),
+    "math.cosh": lambda a, x, r, t: _mul(a, math.SinhOp(x).result),
+    "math.asinh": lambda a, x, r, t: _div(a, _sqrt1(t, x, 1.0)),
+    "math.acosh": lambda a, x, r, t: _div(
+        a, math.SqrtOp(arith.SubFOp(_mul(x, x), _const(t, 1.0)).result).result
+    ),
+    "math.atanh": lambda a, x, r, t: _div(a, arith.SubFOp(_const(t, 1.0), _mul(x, x)).result),
+    "math.erf": lambda a, x, r, t: _mul(
+        a, _mul(_const(t, 2.0 / pymath.sqrt(pymath.pi)), math.ExpOp(_neg(_mul(x, x))).result)
+    ),
+    "math.erfc": lambda a, x, r, t: _neg(
+        _mul(a, _mul(_const(t, 2.0 / pymath.sqrt(pymath.pi)), math.ExpOp(_neg(_mul(x, x))).result))
+    ),
+    "math.absf": lambda a, x, r, t: (
+        arith.SelectOp(
+            _cmp("ogt", x, _zero(t)),
+            a,
+            arith.SelectOp(_cmp("olt", x, _zero(t)), _neg(a), _zero(t)).result,
+        ).result
+    ),
+}
+
+
+# ----- small builders
+
+
+def _const(t: ir.Type, value: float) -> ir.Value:
+    return arith.ConstantOp(t, ir.FloatAttr.get(t, value)).result
+
+
+def _zero(t: ir.Type) -> ir.Value:
+    return _const(t, 0.0)
+
+
+def _mul(a: ir.Value, b: ir.Value) -> ir.Value:
+    return arith.MulFOp(a, b).result
+
+
+def _div(a: ir.Value, b: ir.Value) -> ir.Value:
+    return arith.DivFOp(a, b).result
+
+
+def _neg(a: ir.Value) -> ir.Value:
+    return arith.NegFOp(a).result
+
+
+def _cmp(predicate: str, a: ir.Value, b: ir.Value) -> ir.Value:
+    return arith.CmpFOp(getattr(arith.CmpFPredicate, predicate.upper()), a, b).result
+
+
+def _map(op: ir.Operation) -> ir.AffineMap:
+    return ir.AffineMapAttr(op.attributes["map"]).value
+
+
+def _inits(loop: ir.Operation) -> list[ir.Value]:
+    return list(loop.operands)[len(loop.operands) - len(loop.results) :]
+
+
+def _bounds(
+    loop: ir.Operation,
+) -> tuple[ir.AffineMap, list[ir.Value], ir.AffineMap, list[ir.Value]]:
+    lower = ir.AffineMapAttr(loop.attributes["lowerBoundMap"]).value
+    upper = ir.AffineMapAttr(loop.attributes["upperBoundMap"]).value
+    operands = list(loop.operands)
+    lower_count = lower.n_dims + lower.n_symbols
+    upper_count = upper.n_dims + upper.n_symbols
+    return (
+        lower,
+        operands[:lower_count],
+        upper,
+        operands[lower_count : lower_count + upper_count],
+    )
+
+
+def _negated(bound: ir.AffineMap) -> ir.AffineMap:
+    """1 - e for each result e of `bound`."""
+    return ir.AffineMap.get(
+        bound.n_dims, bound.n_symbols, [expr * -1 + 1 for expr in bound.results]
+    )
+
+
+def _reduction_kinds(loop: ir.Operation) -> list[str]:
+    if REDUCTIONS_ATTR not in loop.attributes:
+        return ["none"] * len(loop.results)
+    return [ir.StringAttr(a).value for a in ir.ArrayAttr(loop.attributes[REDUCTIONS_ATTR])]
+
+
+def _all_operands(op: ir.Operation) -> list[ir.Value]:
+    out = list(op.operands)
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                out += _all_operands(inner.operation)
+    return out
+
+
+def _external_operands(op: ir.Operation) -> list[ir.Value]:
+    out: list[ir.Value] = []
+    for value in _all_operands(op):
+        if (not op.regions or not defined_in(value, op)) and not any(value == v for v in out):
+            out.append(value)
+    return out
+
+
+def _accumulated_load(store: ir.Operation) -> ir.Operation | None:
+    """The load of the same element that `store` adds to (`X[a] = X[a] + e`, or a sum loop
+    started from `X[a]`), read by nothing else and with no store to X in between; else None."""
+    value, array = store.operands[0], store.operands[1]
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    producer = owner.operation
+    candidates: list[ir.Value] = []
+    if producer.name == "arith.addf":
+        candidates = list(producer.operands)
+    elif producer.name == "arith.subf":
+        candidates = [producer.operands[0]]
+    elif producer.name == "affine.for" and len(producer.results):
+        k = next(i for i, r in enumerate(producer.results) if r == value)
+        body = producer.regions[0].blocks[0]
+        if _reduction_kinds(producer)[k] == "add" and _private_sum(
+            body.arguments[k + 1], list(_ops(body)[-1].operands)[k]
+        ):
+            candidates = [_inits(producer)[k]]
+    for candidate in candidates:
+        load_owner = candidate.owner
+        if isinstance(load_owner, ir.Block):
+            continue
+        load = load_owner.operation
+        if (
+            load.name == store.name.replace("store", "load")
+            and load.operands[0] == array
+            and len(list(candidate.uses)) == 1
+            and list(load.operands)[1:] == list(store.operands)[2:]
+            and (not load.name.startswith("affine.") or _map(load) == _map(store))
+            and load.block == store.block
+            and not _stores_between(load, store, array)
+        ):
+            return load
+    return None
+
+
+def _stores_between(first: ir.Operation, last: ir.Operation, array: ir.Value) -> bool:
+    found = False
+    inside = False
+    for op in _ops(first.block):
+        if op == first:
+            inside = True
+        elif op == last:
+            break
+        elif inside:
+
+            def visit(o: ir.Operation) -> None:
+                nonlocal found
+                if o.name in _STORES and o.operands[1] == array:
+                    found = True
+
+            _walk(op, visit)
+    return found
+
+
+def _private_sum(running: ir.Value, last: ir.Value) -> bool:
+    """Whether the running value `running` reaches `last` through additions only (`acc + x`,
+    `x + acc`, `acc - x`, nested loops' sums), each step used by nothing else: its adjoint is
+    then the same in every iteration."""
+    value = running
+    while value != last:
+        uses = list(value.uses)
+        if len(uses) != 1:
+            return False
+        user = uses[0].owner.operation
+        if user.name == "arith.addf" or (user.name == "arith.subf" and uses[0].operand_number == 0):
+            value = user.results[0]
+        elif user.name == "affine.for" and len(user.results):
+            k = uses[0].operand_number - (len(user.operands) - len(user.results))
+            if k < 0 or _reduction_kinds(user)[k] != "add":
+                return False
+            inner = user.regions[0].blocks[0]
+            if not _private_sum(inner.arguments[k + 1], list(_ops(inner)[-1].operands)[k]):
+                return False
+            value = user.results[k]
+        else:
+            return False
+    return True
+
+
+def _in_block(op: ir.Operation, block: ir.Block) -> bool:
+    return op.block == block
+
+
+def _enclosing_loops(op: ir.Operation) -> list[ir.Operation]:
+    out = []
+    parent = op.parent
+    while parent is not None and parent.name != "func.func":
+        if parent.name == "affine.for":
+            out.append(parent.operation)
+        parent = parent.parent
+    return out
+
+
+def _common_loop(a: ir.Operation, b: ir.Operation) -> bool:
+    theirs = _enclosing_loops(b)
+    return any(loop == other for loop in _enclosing_loops(a) for other in theirs)
+
+
+# ----- the gradient function
+
+
+def differentiate(
+    primal: ir.Operation, gradient: ir.Operation, active: list[bool], fast: bool
+) -> None:
+    """Fill the declared `gradient` (primal's arguments, then one shadow per argument marked in
+    `active`) with primal's body and its adjoint sweep."""
+    primal_body = primal.regions[0].blocks[0]
+    primal_args = list(primal_body.arguments)
+    gradient_types = [a.type for a in primal_args] + [
+        a.type for a, on in zip(primal_args, active, strict=True) if on
+    ]
+    entry = gradient.regions[0].blocks.append(*gradient_types)
+    args = list(entry.arguments)
+    values: dict[ir.Value, ir.Value] = dict(zip(primal_args, args[: len(primal_args)], strict=True))
+    shadows: dict[ir.Value, ir.Value] = {}
+    extra = iter(args[len(primal_args) :])
+    for argument, on in zip(primal_args, active, strict=True):
+        if on:
+            shadows[argument] = next(extra)
+    differentiator = _Differentiator(primal, shadows, fast)
+    with ir.InsertionPoint(entry):
+        for op in _ops(primal_body)[:-1]:  # the forward sweep
+            copy = op.clone()
+            remap_operands([copy], values)
+            for old, new in zip(op.results, copy.results, strict=True):
+                values[old] = new
+        top = _Frame(primal_body, None, values)
+        differentiator.reverse_block(top)
+        _ops(primal_body)[-1].clone()  # the return
