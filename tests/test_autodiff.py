@@ -260,3 +260,34 @@ def test_the_command_line_shows_the_adjoint_and_refuses_it_for_c(tmp_path: Path)
     )
     assert refused.returncode == 1 and "not differentiated yet" in refused.stderr
     assert "internal error" not in refused.stderr
+
+
+def test_a_condition_is_reversed_under_the_same_condition() -> None:
+    """An `affine.if` in a loop: its adjoint runs under the same condition and hands the
+    adjoints of values from outside it back through its results."""
+    from mlir import ir
+
+    from polyflow.autodiff import differentiate_module
+    from polyflow.ir.contexts import new_context
+    from polyflow.options import Options
+
+    text = """
+#set = affine_set<(d0) : (d0 - 2 >= 0)>
+func.func @f(%x: memref<6xf64>, %y: memref<6xf64>) {
+  affine.for %i = 0 to 6 {
+    %v = affine.load %x[%i] : memref<6xf64>
+    affine.if #set(%i) {
+      %w = arith.mulf %v, %v : f64
+      affine.store %w, %y[%i] : memref<6xf64>
+    }
+  }
+  return
+}
+func.func private @f_grad(memref<6xf64>, memref<6xf64>, memref<6xf64>, memref<6xf64>)
+"""
+    with new_context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        differentiate_module(module, Options(grad=("f",)))
+        assert module.operation.verify()
+        gradient = str(module).split("func.func @f_grad")[1]
+    assert "affine.if #set" in gradient and "-> f64" in gradient and "else" in gradient

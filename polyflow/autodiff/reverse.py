@@ -350,13 +350,15 @@ class _Differentiator:
                 "an affine.if with results is not differentiated yet", op.location
             )
         carried = self._carried(op)
-        condition = ir.IntegerSetAttr(op.attributes["condition"]).value
         operands = [self.value(frame, v) for v in op.operands]
+        # (the bindings give no IntegerSet from the attribute: a placeholder, then the primal's)
+        condition = ir.IntegerSet.get_empty(len(operands), 0)
         types = [v.type for v in carried]
         initial = [self._current(frame, v) for v in carried]
         branch = affine.AffineIfOp(
             condition, types or None, cond_operands=operands, has_else=bool(carried)
         )
+        branch.operation.attributes["condition"] = op.attributes["condition"]
         then_block = op.regions[0].blocks[0]
         with ir.InsertionPoint(branch.then_block):
             anchor = arith.ConstantOp(ir.IndexType.get(), 0).operation
