@@ -14,7 +14,7 @@ from __future__ import annotations
 from mlir import ir
 
 from polyflow.errors import CompileError
-from polyflow.ir.locations import source_position
+from polyflow.ir.locations import compile_error_at
 from polyflow.ir.names import gradient_name
 from polyflow.options import Options
 
@@ -49,13 +49,8 @@ def differentiate_module(module: ir.Module, options: Options) -> ir.Module:
             try:
                 differentiate(primal, gradient, active_arguments(types), fast=options.reassociation)
             except NotDifferentiable as error:
-                position = source_position(error.location)
-                raise CompileError(
-                    f"cannot differentiate '{name}': {error.message}",
-                    file=position.file if position else "<input>",
-                    line=position.line if position else 0,
-                    column=position.column if position else 0,
-                ) from None
+                message = f"cannot differentiate '{name}': {error.message}"
+                raise compile_error_at(error.location, message) from None
             if "sym_visibility" in gradient.attributes:
                 del gradient.attributes["sym_visibility"]
     return module

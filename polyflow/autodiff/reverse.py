@@ -27,7 +27,7 @@ from mlir import ir
 from mlir.dialects import affine, arith, math, memref
 
 from polyflow.ir.names import REDUCTIONS_ATTR
-from polyflow.ir.ops import defined_in, remap_operands
+from polyflow.ir.ops import all_operands, defined_in, remap_operands, walk
 
 
 class NotDifferentiable(Exception):
@@ -54,14 +54,6 @@ def _ops(block: ir.Block) -> list[ir.Operation]:
     return [op.operation for op in block.operations]
 
 
-def _walk(op: ir.Operation, visit: Callable[[ir.Operation], None]) -> None:
-    visit(op)
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                _walk(inner.operation, visit)
-
-
 @dataclass
 class _Frame:
     """The adjoint of one primal block being emitted: the block, how its (and outer) primal
@@ -84,8 +76,7 @@ class _Differentiator:
         self.primal = primal
         self.shadows = shadows  # primal memref argument -> its shadow in the gradient
         self.fast = fast
-        self.order: list[ir.Operation] = []
-        _walk(primal, self.order.append)
+        self.order: list[ir.Operation] = list(walk(primal))
         self.active = self._activity()
         # loads whose value a store adds to in place: their shadow keeps the store's seed
         self.kept: list[ir.Operation] = []
@@ -166,8 +157,7 @@ class _Differentiator:
     def _check_final(self, op: ir.Operation) -> None:
         """Refuse to read again (at the end of the function) a location the function writes
         after `op` reads it: the adjoint would see the later value."""
-        loads: list[ir.Operation] = []
-        _walk(op, lambda o: loads.append(o) if o.name in _LOADS else None)
+        loads = [o for o in walk(op) if o.name in _LOADS]
         for load in loads:
             array = load.operands[0]
             at = self._position(load)
@@ -282,7 +272,7 @@ class _Differentiator:
         for region in op.regions:
             for block in region.blocks:
                 for inner in block.operations:
-                    for value in _all_operands(inner.operation):
+                    for value in all_operands(inner.operation):
                         if (
                             value in self.active
                             and not defined_in(value, op)
@@ -576,18 +566,9 @@ def _reduction_kinds(loop: ir.Operation) -> list[str]:
     return [ir.StringAttr(a).value for a in ir.ArrayAttr(loop.attributes[REDUCTIONS_ATTR])]
 
 
-def _all_operands(op: ir.Operation) -> list[ir.Value]:
-    out = list(op.operands)
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                out += _all_operands(inner.operation)
-    return out
-
-
 def _external_operands(op: ir.Operation) -> list[ir.Value]:
     out: list[ir.Value] = []
-    for value in _all_operands(op):
+    for value in all_operands(op):
         if (not op.regions or not defined_in(value, op)) and not any(value == v for v in out):
             out.append(value)
     return out
@@ -632,22 +613,14 @@ def _accumulated_load(store: ir.Operation) -> ir.Operation | None:
 
 
 def _stores_between(first: ir.Operation, last: ir.Operation, array: ir.Value) -> bool:
-    found = False
-    inside = False
-    for op in _ops(first.block):
-        if op == first:
-            inside = True
-        elif op == last:
-            break
-        elif inside:
-
-            def visit(o: ir.Operation) -> None:
-                nonlocal found
-                if o.name in _STORES and o.operands[1] == array:
-                    found = True
-
-            _walk(op, visit)
-    return found
+    ops = _ops(first.block)
+    begin = next(k for k, op in enumerate(ops) if op == first)
+    stop = next(k for k, op in enumerate(ops) if op == last)
+    return any(
+        inner.name in _STORES and inner.operands[1] == array
+        for op in ops[begin + 1 : stop]
+        for inner in walk(op)
+    )
 
 
 def _private_sum(running: ir.Value, last: ir.Value) -> bool:

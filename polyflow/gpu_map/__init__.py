@@ -26,9 +26,8 @@ from __future__ import annotations
 from mlir import ir
 from mlir.passmanager import PassManager
 
-from polyflow.errors import CompileError
 from polyflow.ir.functions import raisable_functions, scratch_module, swap_in
-from polyflow.ir.locations import source_position
+from polyflow.ir.locations import compile_error_at, source_position
 from polyflow.ir.names import CABI_PREFIX, NOT_AFFINE_ATTR, NOT_MAPPED_ATTR, symbol_name
 from polyflow.ir.remarks import attach_remarks, remark_at
 from polyflow.options import Options
@@ -116,13 +115,8 @@ def _map_function(
         attach_remarks(swapped, _launch_remarks(launches, formed))
     except NotMappable as exc:
         if whole:  # its arrays are in GPU memory: the host cannot run it
-            position = source_position(fn.location)
-            raise CompileError(
-                f"function '{symbol_name(fn)}' cannot run on the GPU: {exc}",
-                file=position.file if position else "<input>",
-                line=position.line if position else 0,
-                column=position.column if position else 0,
-            ) from None
+            message = f"function '{symbol_name(fn)}' cannot run on the GPU: {exc}"
+            raise compile_error_at(fn.location, message) from None
         fn.attributes[NOT_MAPPED_ATTR] = ir.StringAttr.get(str(exc))
         attach_remarks(fn, [_host_remark(fn, str(exc), warning=True)])
     finally:

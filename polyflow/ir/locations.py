@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mlir import ir
 
-from polyflow.errors import SourcePosition
+from polyflow.errors import CompileError, SourcePosition
 
 
 def source_position(loc: ir.Location) -> SourcePosition | None:
@@ -44,3 +44,15 @@ def position_text(loc: ir.Location) -> str:
     if position is None:
         return "<unknown>"
     return f"{position.file}:{position.line}:{position.column}"
+
+
+def compile_error_at(loc: ir.Location, message: str) -> CompileError:
+    """A `CompileError` with `message` at the source position of `loc` (none known: the
+    file is "<input>", line and column 0)."""
+    position = source_position(loc)
+    return CompileError(
+        message,
+        file=position.file if position else "<input>",
+        line=position.line if position else 0,
+        column=position.column if position else 0,
+    )
