@@ -160,7 +160,7 @@ def add_option_arguments(
             default, default
         )
         text = f"{info.description} (default: {shown})" if info.description else None
-        kind = _flag_kind(info.annotation)
+        kind = how.get("kind") or _flag_kind(info.annotation)
         common: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": text}
         if kind == "bool":
             where.add_argument(*flags, action=argparse.BooleanOptionalAction, **common)
@@ -237,7 +237,7 @@ def options_from_args(
     from polyflow.options import Options
 
     given = {name: value for name, value in vars(args).items() if name in Options.model_fields}
-    for name in ("include_dirs", "defines"):
+    for name in ("include_dirs", "defines", "grad"):
         if name in given:
             given[name] = tuple(given[name])
     try:
@@ -552,12 +552,13 @@ def _build_program_of_units(args: argparse.Namespace, options: Any) -> int:
 
     from polyflow.drivers.build import build_program
     from polyflow.drivers.objects import openmp_link_flags
+    from polyflow.drivers.sources import check_gradients
 
     if args.emit != "exe":
         raise UsageError("--emit needs one source file (several are compiled and linked)")
     sources = [Path(args.source), *map(Path, args.more_sources)]
     with tempfile.TemporaryDirectory(prefix="polyflow-build-") as tmp:
-        objects, parallel = [], False
+        objects, parallel, gradients = [], False, []
         for k, source in enumerate(sources):
             obj = Path(tmp) / f"{k}-{source.stem}.o"
             report = build_program(
@@ -567,6 +568,8 @@ def _build_program_of_units(args: argparse.Namespace, options: Any) -> int:
                 print(warning, file=sys.stderr)
             objects.append(str(obj))
             parallel = parallel or report.parallel
+            gradients += report.gradients
+        check_gradients(gradients, options, str(sources[0]))
         runtime = openmp_link_flags("<link>") if parallel else []
         output = args.output or sources[0].with_suffix("").name
         link = [options.cc, "-o", output, *objects, "-lm", *runtime]

@@ -4,11 +4,13 @@ Each field is the one place its name, default and help text are written: the com
 flags (`polyflow/cli.py`) and the service's request schema (`server/app.py`) are derived from
 it. `json_schema_extra` says how a field shows on the command line where the derivation alone
 cannot tell (`flags`, `metavar`, `c_only` for fields of C builds, `group` for the -O3 stage's
-switches, `cli: False` for fields the command line does not offer).
+switches, `cli: False` for fields the command line does not offer, `kind` where the type alone
+does not say how the flag reads).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -18,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 PipelineStage = Literal["mlir", "affine", "grad", "affine-opt", "gpu", "llvm-dialect", "llvm"]
 # ... and what `polyflow build --emit` can write: those, the schedule trees, the PTX of a CUDA
 # build's kernels, an object, a program.
-EmitStage = Literal[PipelineStage, "schedule", "ptx", "obj", "asm", "exe"]
+EmitStage = Literal[PipelineStage, "schedule", "ptx", "header", "obj", "asm", "exe"]
 
 
 # The GPU architectures PTX can be made for (NVPTX's, from Volta on).
@@ -27,6 +29,15 @@ GPU_ARCHS = ("sm_70", "sm_72", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_
 
 def _cli(**how: Any) -> dict[str, Any]:
     return how
+
+
+_GRAD_SPEC = re.compile(r"[A-Za-z_]\w*(:[A-Za-z_]\w*(,[A-Za-z_]\w*)*)?")
+
+
+def grad_spec(spec: str) -> tuple[str, tuple[str, ...] | None]:
+    """A `grad` entry as (function, its active arguments; None: the default ones)."""
+    name, _, active = spec.partition(":")
+    return name, (tuple(a for a in active.split(",") if a) if active else None)
 
 
 _POLYHEDRAL = _cli(group="scheduling: the polyhedral stage (-O3)")
@@ -294,9 +305,11 @@ class Options(BaseModel):
     )
     grad: tuple[str, ...] | None = Field(
         default=None,
-        description="differentiate these functions in reverse mode: each gets `<name>_grad` "
-        "(the frontend declares it; the 'grad' stage gives it the body and the adjoint sweep)",
-        json_schema_extra=_cli(cli=False),
+        description="differentiate function NAME in reverse mode: it gets NAME_grad, each "
+        "active argument followed by its shadow (Enzyme's convention), the seed of a float "
+        "result last; ':a,b' names the active arguments (default: every float array and "
+        "float scalar); repeat for several functions",
+        json_schema_extra=_cli(kind="append", metavar="NAME[:ARG,...]"),
     )
     debug_info: bool = Field(
         default=False,
@@ -342,6 +355,19 @@ class Options(BaseModel):
                 "(and at most 64 along z)"
             )
         return sizes
+
+    @field_validator("grad")
+    @classmethod
+    def _grad_specs(cls, specs: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if specs is None:
+            return None
+        for spec in specs:
+            if not _GRAD_SPEC.fullmatch(spec):
+                raise ValueError(
+                    f"'{spec}' is not a function to differentiate: give NAME, or NAME:ARG,... "
+                    "naming its active arguments"
+                )
+        return specs
 
     @field_validator("gpu_arch")
     @classmethod

@@ -15,8 +15,8 @@ from mlir import ir
 
 from polyflow.errors import CompileError
 from polyflow.ir.locations import compile_error_at
-from polyflow.ir.names import gradient_name
-from polyflow.options import Options
+from polyflow.ir.names import ACTIVE_ARGUMENTS_ATTR, DISPATCHER_ATTR, gradient_name
+from polyflow.options import Options, grad_spec
 
 from .reverse import NotDifferentiable, differentiate
 
@@ -37,20 +37,32 @@ def differentiate_module(module: ir.Module, options: Options) -> ir.Module:
         for op in module.body.operations
         if op.operation.name == "func.func"
     }
-    for name in options.grad or ():
+    for spec in options.grad or ():
+        name, _ = grad_spec(spec)
         primal = functions.get(name)
         gradient = functions.get(gradient_name(name))
-        if primal is None or gradient is None:
+        if gradient is None:
+            continue  # defined by another unit of a C program (the driver checks one does)
+        if primal is None:
             raise CompileError(f"no function '{name}' to differentiate")
         if gradient.regions[0].blocks:
             continue  # defined already
+        if DISPATCHER_ATTR in primal.attributes:
+            # raising split f by whether its arrays overlap: the gradient's arrays do not
+            # (Enzyme's convention), so it differentiates the version for that case
+            primal = functions[ir.StringAttr(primal.attributes[DISPATCHER_ATTR]).value]
         types = [a.type for a in primal.regions[0].blocks[0].arguments]
+        active = (
+            [ir.BoolAttr(a).value for a in ir.ArrayAttr(gradient.attributes[ACTIVE_ARGUMENTS_ATTR])]
+            if ACTIVE_ARGUMENTS_ATTR in gradient.attributes
+            else active_arguments(types)
+        )
         with module.context, primal.location:
             try:
-                differentiate(primal, gradient, active_arguments(types), fast=options.reassociation)
+                differentiate(primal, gradient, active, fast=options.reassociation)
             except NotDifferentiable as error:
                 message = f"cannot differentiate '{name}': {error.message}"
                 raise compile_error_at(error.location, message) from None
-            if "sym_visibility" in gradient.attributes:
-                del gradient.attributes["sym_visibility"]
+            if ACTIVE_ARGUMENTS_ATTR in gradient.attributes:
+                del gradient.attributes[ACTIVE_ARGUMENTS_ATTR]
     return module

@@ -24,10 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mlir import ir
-from mlir.dialects import affine, arith, math, memref
+from mlir.dialects import affine, arith, func, math, memref
 
 from polyflow.ir.names import REDUCTIONS_ATTR
 from polyflow.ir.ops import all_operands, defined_in, remap_operands, walk
+
+from .overwrites import Bound, Overwrites
 
 
 class NotDifferentiable(Exception):
@@ -72,21 +74,29 @@ class _Differentiator:
         primal: ir.Operation,
         shadows: dict[ir.Value, ir.Value],
         fast: bool,
+        active_scalars: set[ir.Value] | None = None,
     ) -> None:
         self.primal = primal
         self.shadows = shadows  # primal memref argument -> its shadow in the gradient
+        self.active_scalars = active_scalars or set()  # float scalar arguments with a shadow
         self.fast = fast
         self.order: list[ir.Operation] = list(walk(primal))
         self.active = self._activity()
         # loads whose value a store adds to in place: their shadow keeps the store's seed
         self.kept: list[ir.Operation] = []
+        self.overwrites = Overwrites(primal)
+        # set by `differentiate`: each primal op's copy in the forward sweep, and the values of
+        # the function's top-level ops there (the parameters of loop bounds and tapes)
+        self.forward: dict[ir.Operation, ir.Operation] = {}
+        self.top_values: dict[ir.Value, ir.Value] = {}
+        self.tapes: list[ir.Value] = []
 
     # ----- which values carry derivatives
 
     def _activity(self) -> set[ir.Value]:
         """Float values that depend on a float read of a shadowed array (a fixed point over the
         carried values of loops)."""
-        active: set[ir.Value] = set()
+        active: set[ir.Value] = set(self.active_scalars)
         changed = True
         while changed:
             changed = False
@@ -124,27 +134,25 @@ class _Differentiator:
     # ----- primal values in the adjoint sweep
 
     def value(self, frame: _Frame, value: ir.Value) -> ir.Value:
-        """`value` as computed where `frame` emits: found, or computed again at the top of the
-        frame of the block that defines it."""
+        """`value` as computed where `frame` emits: found, computed again at the top of the
+        frame of the block that defines it, or read back from a tape where the memory it was
+        computed from is overwritten later (and for the running values of carried loops)."""
         f: _Frame | None = frame
         while f is not None:
             if value in f.values:
                 return f.values[value]
             f = f.parent
         owner = value.owner
-        if isinstance(owner, ir.Block):
-            raise NotDifferentiable(
-                "a derivative needs the running value of a loop-carried value (only sums are "
-                "differentiated without a tape)",
-                owner.owner.location if owner.owner else ir.Location.unknown(),
-            )
+        block = owner if isinstance(owner, ir.Block) else owner.operation.block
+        home: _Frame | None = frame
+        while home is not None and home.block != block:
+            home = home.parent
+        assert home is not None and home.anchor is not None, "a value from no enclosing block"
+        if isinstance(owner, ir.Block):  # the running value of a loop-carried value
+            return self._taped(home, value)
         op = owner.operation
-        found: _Frame | None = frame
-        while found is not None and not _in_block(op, found.block):
-            found = found.parent
-        assert found is not None and found.anchor is not None, "a value from no enclosing block"
-        home = found
-        self._check_final(op)
+        if any(self.overwrites.overwritten(o) for o in walk(op) if o.name in _LOADS):
+            return self._taped(home, value)
         outside: dict[ir.Value, ir.Value] = {}
         for operand in _external_operands(op):
             outside[operand] = self.value(home, operand)
@@ -154,25 +162,76 @@ class _Differentiator:
             home.values[old] = new
         return home.values[value]
 
-    def _check_final(self, op: ir.Operation) -> None:
-        """Refuse to read again (at the end of the function) a location the function writes
-        after `op` reads it: the adjoint would see the later value."""
-        loads = [o for o in walk(op) if o.name in _LOADS]
-        for load in loads:
-            array = load.operands[0]
-            at = self._position(load)
-            for store in self.order:
-                if store.name not in _STORES or store.operands[1] != array:
+    def _taped(self, home: _Frame, value: ir.Value) -> ir.Value:
+        """`value` read back from its tape: an array indexed by the iteration vector of the
+        loops around it, written by the forward sweep where the value is computed."""
+        owner = value.owner
+        if isinstance(owner, ir.Block):
+            site = owner.owner.operation
+            loops = [*self.overwrites.loops(site), site]
+        else:
+            site = owner.operation
+            loops = self.overwrites.loops(site)
+        box = self.overwrites.box(loops)
+        if box is None:
+            raise NotDifferentiable(
+                "a value the derivative needs is overwritten later (or carried by a loop) and "
+                "its tape needs loop bounds with one affine extreme each",
+                site.location,
+            )
+        params = sorted(
+            {v for low, high in box for v, _ in (*low.terms, *high.terms)},
+            key=lambda v: self._parameter_rank(v),
+        )
+        top = self.top_values
+        with ir.InsertionPoint(self.forward[_top_level(site, self.primal)]):
+            shape: list[int] = []
+            sizes: list[ir.Value] = []
+            for low, high in box:
+                if not low.terms and not high.terms:  # a static extent
+                    shape.append(max(0, high.constant - low.constant + 1))
                     continue
-                if self._position(store) > at or _common_loop(store, load):
-                    raise NotDifferentiable(
-                        "the value read here is overwritten later in the function: its "
-                        "derivative needs a tape, which is not made yet",
-                        load.location,
-                    )
+                shape.append(ir.ShapedType.get_dynamic_size())
+                extent = _bound_expr(high, params) - _bound_expr(low, params) + 1
+                zero = ir.AffineConstantExpr.get(0)
+                sizes.append(
+                    affine.AffineMaxOp(
+                        ir.AffineMap.get(0, len(params), [zero, extent]), [top[p] for p in params]
+                    ).result
+                )
+            tape = memref.AllocOp(ir.MemRefType.get(shape, value.type), sizes, []).result
+        self.tapes.append(tape)
+        index = ir.AffineMap.get(
+            len(loops),
+            len(params),
+            [ir.AffineDimExpr.get(k) - _bound_expr(low, params) for k, (low, _) in enumerate(box)],
+        )
+        forward_ivs = [self.forward[loop].regions[0].blocks[0].arguments[0] for loop in loops]
+        if isinstance(owner, ir.Block):
+            body = self.forward[site].regions[0].blocks[0]
+            stored = body.arguments[value.arg_number]
+            point = ir.InsertionPoint(_ops(body)[0])
+        else:
+            clone = self.forward[site]
+            stored = clone.results[next(k for k, r in enumerate(site.results) if r == value)]
+            point = ir.InsertionPoint.after(clone)
+        with point:
+            affine.AffineStoreOp(stored, tape, [*forward_ivs, *(top[p] for p in params)], index)
+        ivs = [self.value(home, loop.regions[0].blocks[0].arguments[0]) for loop in loops]
+        with ir.InsertionPoint(home.anchor):
+            loaded = affine.AffineLoadOp(
+                value.type, tape, [*ivs, *(top[p] for p in params)], index
+            ).result
+        home.values[value] = loaded
+        return loaded
 
-    def _position(self, op: ir.Operation) -> int:
-        return next(k for k, candidate in enumerate(self.order) if candidate == op)
+    def _parameter_rank(self, value: ir.Value) -> int:
+        owner = value.owner
+        if isinstance(owner, ir.Block):
+            return value.arg_number
+        return (
+            len(self.primal.regions[0].blocks[0].arguments) + self.overwrites.order[owner.operation]
+        )
 
     # ----- adjoints
 
@@ -287,27 +346,37 @@ class _Differentiator:
             raise NotDifferentiable("a loop of step other than 1 is not reversed yet", op.location)
         body = op.regions[0].blocks[0]
         seeds: dict[ir.Value, ir.Value] = {}
+        # carried values other than private sums: their adjoint runs backwards through the
+        # reversed loop's iterations (and their running values come from a tape)
+        threaded: list[int] = []
         if len(op.results):
             kinds = _reduction_kinds(op)
             yielded = list(_ops(body)[-1].operands)
             for k, result in enumerate(op.results):
-                if result not in frame.adjoints:
+                running = body.arguments[k + 1]
+                if result not in self.active and running not in self.active:
                     continue
-                if kinds[k] != "add" or not _private_sum(body.arguments[k + 1], yielded[k]):
+                if kinds[k] == "add" and _private_sum(running, yielded[k]):
+                    if result in frame.adjoints:
+                        adjoint = frame.adjoints.pop(result)
+                        self.add_adjoint(frame, _inits(op)[k], adjoint)
+                        seeds[yielded[k]] = adjoint
+                    continue
+                if not defined_in(yielded[k], op):
                     raise NotDifferentiable(
-                        f"a loop-carried value that is not a sum ({kinds[k]}) needs a tape, "
-                        "which is not made yet",
+                        "a loop that yields a value computed outside it is not differentiated",
                         op.location,
                     )
-                adjoint = frame.adjoints.pop(result)
-                self.add_adjoint(frame, _inits(op)[k], adjoint)
-                seeds[yielded[k]] = adjoint
+                threaded.append(k)
         carried = self._carried(op)
         lower_map, lower_operands, upper_map, upper_operands = _bounds(op)
         lower = [self.value(frame, v) for v in lower_operands]
         upper = [self.value(frame, v) for v in upper_operands]
         # i' = -i runs [max L, min U) backwards: i' in [max(1 - U), min(1 - L))
         initial = [self._current(frame, v) for v in carried]
+        initial += [self._current(frame, op.results[k]) for k in threaded]
+        for k in threaded:
+            frame.adjoints.pop(op.results[k], None)
         reversed_loop = affine.AffineForOp(
             _negated(upper_map),
             _negated(lower_map),
@@ -324,15 +393,23 @@ class _Differentiator:
             ).result
             anchor = arith.ConstantOp(ir.IndexType.get(), 0).operation
         inner = _Frame(body, frame, {body.arguments[0]: index}, anchor)
-        for value, argument in zip(carried, reversed_loop.inner_iter_args, strict=True):
+        iter_args = list(reversed_loop.inner_iter_args)
+        for value, argument in zip(carried, iter_args, strict=False):
             inner.adjoints[value] = argument
         inner.adjoints.update(seeds)
+        yielded = list(_ops(body)[-1].operands)
         with ir.InsertionPoint(inner_body):
+            for k, argument in zip(threaded, iter_args[len(carried) :], strict=True):
+                self.add_adjoint(inner, yielded[k], argument)
             self.reverse_block(inner)
-            affine.AffineYieldOp([inner.adjoints[v] for v in carried])
+            running = [self._current(inner, body.arguments[k + 1]) for k in threaded]
+            affine.AffineYieldOp([inner.adjoints[v] for v in carried] + running)
         anchor.erase()
-        for value, result in zip(carried, reversed_loop.results, strict=True):
+        results = list(reversed_loop.results)
+        for value, result in zip(carried, results, strict=False):
             frame.adjoints[value] = result
+        for k, result in zip(threaded, results[len(carried) :], strict=True):
+            self.add_adjoint(frame, _inits(op)[k], result)
 
     def _if(self, frame: _Frame, op: ir.Operation) -> None:
         if len(op.results):
@@ -648,23 +725,19 @@ def _private_sum(running: ir.Value, last: ir.Value) -> bool:
     return True
 
 
-def _in_block(op: ir.Operation, block: ir.Block) -> bool:
-    return op.block == block
+def _top_level(op: ir.Operation, function: ir.Operation) -> ir.Operation:
+    """The op of `function`'s body that is or holds `op`."""
+    while op.parent is not None and op.parent.operation != function:
+        op = op.parent.operation
+    return op
 
 
-def _enclosing_loops(op: ir.Operation) -> list[ir.Operation]:
-    out = []
-    parent = op.parent
-    while parent is not None and parent.name != "func.func":
-        if parent.name == "affine.for":
-            out.append(parent.operation)
-        parent = parent.parent
-    return out
-
-
-def _common_loop(a: ir.Operation, b: ir.Operation) -> bool:
-    theirs = _enclosing_loops(b)
-    return any(loop == other for loop in _enclosing_loops(a) for other in theirs)
+def _bound_expr(bound: Bound, params: list[ir.Value]) -> ir.AffineExpr:
+    expr: ir.AffineExpr = ir.AffineConstantExpr.get(bound.constant)
+    for value, coefficient in bound.terms:
+        position = next(k for k, p in enumerate(params) if p == value)
+        expr = expr + ir.AffineSymbolExpr.get(position) * coefficient
+    return expr
 
 
 # ----- the gradient function
@@ -673,28 +746,50 @@ def _common_loop(a: ir.Operation, b: ir.Operation) -> bool:
 def differentiate(
     primal: ir.Operation, gradient: ir.Operation, active: list[bool], fast: bool
 ) -> None:
-    """Fill the declared `gradient` (primal's arguments, then one shadow per argument marked in
-    `active`) with primal's body and its adjoint sweep."""
+    """Fill the declared `gradient` with primal's body and its adjoint sweep. The declaration
+    takes primal's arguments, then one shadow per argument marked in `active` (an array's
+    shadow has its type; a float scalar's is a one-element memref its adjoint is added to), then one
+    seed per float result of primal; it returns nothing."""
     primal_body = primal.regions[0].blocks[0]
     primal_args = list(primal_body.arguments)
-    gradient_types = [a.type for a in primal_args] + [
-        a.type for a, on in zip(primal_args, active, strict=True) if on
-    ]
-    entry = gradient.regions[0].blocks.append(*gradient_types)
+    declared = list(ir.FunctionType(ir.TypeAttr(gradient.attributes["function_type"]).value).inputs)
+    entry = gradient.regions[0].blocks.append(*declared)
     args = list(entry.arguments)
     values: dict[ir.Value, ir.Value] = dict(zip(primal_args, args[: len(primal_args)], strict=True))
     shadows: dict[ir.Value, ir.Value] = {}
+    scalar_shadows: dict[ir.Value, ir.Value] = {}
     extra = iter(args[len(primal_args) :])
     for argument, on in zip(primal_args, active, strict=True):
         if on:
-            shadows[argument] = next(extra)
-    differentiator = _Differentiator(primal, shadows, fast)
+            shadow = next(extra)
+            if isinstance(argument.type, ir.MemRefType):
+                shadows[argument] = shadow
+            else:
+                scalar_shadows[argument] = shadow
+    seeds = list(extra)
+    differentiator = _Differentiator(primal, shadows, fast, set(scalar_shadows))
+    returned = list(_ops(primal_body)[-1].operands)
     with ir.InsertionPoint(entry):
         for op in _ops(primal_body)[:-1]:  # the forward sweep
             copy = op.clone()
             remap_operands([copy], values)
             for old, new in zip(op.results, copy.results, strict=True):
                 values[old] = new
+            differentiator.forward.update(zip(walk(op), walk(copy), strict=True))
+        differentiator.top_values = values
         top = _Frame(primal_body, None, values)
+        float_results = [v for v in returned if _is_float(v.type)]
+        for value, seed in zip(float_results, seeds, strict=True):
+            differentiator.add_adjoint(top, value, seed)
         differentiator.reverse_block(top)
-        _ops(primal_body)[-1].clone()  # the return
+        for argument, shadow in scalar_shadows.items():
+            adjoint = top.adjoints.get(argument)
+            if adjoint is not None:
+                at = [arith.ConstantOp(ir.IndexType.get(), 0).result] * ir.MemRefType(
+                    shadow.type
+                ).rank
+                total = arith.AddFOp(memref.LoadOp(shadow, at).result, adjoint).result
+                memref.StoreOp(total, shadow, at)
+        for tape in differentiator.tapes:
+            memref.DeallocOp(tape)
+        func.ReturnOp([])

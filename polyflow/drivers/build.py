@@ -15,10 +15,16 @@ from typing import Literal
 from mlir import ir
 from pycparser import c_ast
 
-from polyflow.drivers.c_splice import BodySpan, find_definition, find_function_body, splice
+from polyflow.drivers.c_splice import (
+    BodySpan,
+    find_definition,
+    find_function_body,
+    gradient_header,
+    splice,
+)
 from polyflow.drivers.compile import Compiled, compile_module
 from polyflow.drivers.objects import openmp_link_flags
-from polyflow.drivers.sources import c_module, read_c_file
+from polyflow.drivers.sources import c_module, check_gradients, read_c_file
 from polyflow.errors import CompileError, SourcePosition
 from polyflow.frontend.c import CFunction, CModule, defined_in_unit
 from polyflow.frontend.c_analysis import is_statement_wrapper, walk
@@ -51,6 +57,8 @@ class BuildReport(ReportViews):
     cached: bool = False  # the compiled functions' object came from the compile cache
     # the functions of the file (not of its headers) with a loop, compiled or not
     loop_functions: list[str] = field(default_factory=list)
+    # the functions whose gradients (`f_grad`, --grad) this unit defines
+    gradients: list[str] = field(default_factory=list)
 
     def warn(
         self,
@@ -200,6 +208,9 @@ def build_program(
         elide_initializers=True,
     )
     report.timings["frontend"] = time.perf_counter() - start
+    report.gradients = sorted(cmod.gradients)
+    if link or emit != "exe":  # a program of several units: the driver checks them all
+        check_gradients(cmod.gradients, options, filename)
     report.loop_functions = functions_with_loops(cmod)
     for at, message in cmod.warnings:
         report.warn("macro-redefined", message, at)
@@ -227,6 +238,15 @@ def build_program(
     report.compiled = sorted(bodies) if whole_unit else sorted(cmod.functions)
 
     after_stage = _reporter(report, options) if raise_report else None
+    if emit == "header":
+        if not cmod.gradients:
+            raise CompileError(
+                "--emit=header writes the header of the gradients: name the functions to "
+                "differentiate with --grad NAME",
+                file=filename,
+            )
+        output.write_text(gradient_header(list(cmod.gradients.values()), filename))
+        return report
     with cmod.context:
         if emit == "mlir":
             output.write_text(stage_text(cmod.module, options))
@@ -266,8 +286,8 @@ def build_program(
                 raise CompileError("--emit=gpu needs --target=cuda", file=filename)
             if emit == "grad" and not options.grad:
                 raise CompileError(
-                    "--emit=grad shows a gradient: C functions are not differentiated yet "
-                    "(TC: polyflow tc --emit grad)",
+                    "--emit=grad shows a gradient: name the function to differentiate with "
+                    "--grad NAME",
                     file=filename,
                 )
             result = compile_module(
@@ -280,15 +300,20 @@ def build_program(
             _record(report, result)
             _write_stage(result, emit, output, options)
             return report
+    gradients = list(cmod.gradients.values())
     with tempfile.TemporaryDirectory(prefix="polyflow-build-") as tmp:
         rest = Path(tmp) / "rest.o"
         spliced = Path(tmp) / Path(filename).name
         if unit is not None:  # cc compiles the preprocessed unit (a .i file) as it is
             spliced = spliced.with_suffix(".i")
-            spliced.write_text(splice(unit, filename, bodies, cmod.globals, cmod.trampolines))
+            spliced.write_text(
+                splice(unit, filename, bodies, cmod.globals, cmod.trampolines, gradients)
+            )
         else:
             spliced.write_text(
-                splice(text, filename, bodies, cmod.globals, cmod.trampolines) if bodies else text
+                splice(text, filename, bodies, cmod.globals, cmod.trampolines, gradients)
+                if bodies or gradients
+                else text
             )
         if emit == "asm":
             _write_assembly(cmod, text, spliced, output, bodies, options, source_dir, report)
@@ -418,6 +443,7 @@ def _local_entries(assembly: str) -> str:
 # --emit=STAGE → the pipeline stage to stop after ('schedule' prints what 'affine-opt' recorded).
 _STOP_AFTER = {
     "affine": "affine",
+    "grad": "grad",
     "affine-opt": "affine-opt",
     "schedule": "affine-opt",
     "gpu": "gpu",
@@ -465,7 +491,7 @@ def _reporter(report: BuildReport, options: Options) -> Callable[[str, ir.Module
 def _write_stage(
     result: Compiled, emit: EmitStage, output: Path, options: Options
 ) -> None:
-    if emit in ("affine", "affine-opt", "gpu", "llvm-dialect"):
+    if emit in ("affine", "grad", "affine-opt", "gpu", "llvm-dialect"):
         assert result.module is not None
         output.write_text(stage_text(result.module, options))
     elif emit == "schedule":

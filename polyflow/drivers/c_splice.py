@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from polyflow.frontend.c import CFunction, CGlobal
 from polyflow.frontend.c_types import Array, Scalar, Void
@@ -179,6 +180,46 @@ def forwarding_body(fn: CFunction, globals_: dict[str, CGlobal]) -> str:
     return f"{{ {'' if isinstance(fn.ret, Void) else 'return '}{call}; }}"
 
 
+def _gradient_parameters(fn: CFunction) -> str:
+    # arrays as `const void *` (what the function reads) and shadows as `void *` (what it
+    # writes): any object pointer converts to them, so callers of every array type compile
+    return ", ".join(
+        f"{'void *' if name in fn.shadows else _pointer_or(t)}{name}"
+        if isinstance(t, Array)
+        else f"{_c_type(t)} {name}"
+        for name, t in fn.params
+    ) or "void"
+
+
+def gradient_definition(fn: CFunction, globals_: dict[str, CGlobal]) -> str:
+    """`f_grad` in C: forwards its arguments to the compiled `__polyflow_f_grad`."""
+    return f"void {fn.name}({_gradient_parameters(fn)}) {forwarding_body(fn, globals_)}"
+
+
+def gradient_header(gradients: list[CFunction], filename: str) -> str:
+    """A header declaring the gradient functions `gradients` (compiled from `filename`)."""
+    guard = "POLYFLOW_GRAD_" + re.sub(r"\W", "_", Path(filename).name).upper()
+    lines = [
+        f"/* Reverse-mode gradients of functions of {Path(filename).name}, compiled by polyflow",
+        "   (--grad). Each active argument is followed by its shadow: an array's shadow has its",
+        "   shape; a float scalar's is a pointer to one value. On entry a shadow holds the seed",
+        "   (the adjoint of the array's final value: zeros for an input); on return, the",
+        "   adjoint of its value on entry is added. A float result's seed comes last. The",
+        "   arrays of one call must not overlap. */",
+        f"#ifndef {guard}",
+        f"#define {guard}",
+        "#ifdef __cplusplus",
+        'extern "C" {',
+        "#endif",
+        *(f"void {fn.name}({_gradient_parameters(fn)});" for fn in gradients),
+        "#ifdef __cplusplus",
+        "}",
+        "#endif",
+        f"#endif /* {guard} */",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def trampoline(fn: CFunction) -> str:
     """A C-ABI entry into a function the C compiler builds, for compiled code to call."""
     params = ", ".join(f"{_c_type(t)} a{i}" for i, (_, t) in enumerate(fn.params)) or "void"
@@ -209,9 +250,11 @@ def splice(
     bodies: dict[str, tuple[CFunction, BodySpan]],
     globals_: dict[str, CGlobal],
     trampolines: dict[str, CFunction] | None = None,
+    gradients: list[CFunction] | None = None,
 ) -> str:
     """The source with each listed body replaced by a call to `__polyflow_<name>` (line numbers
-    kept), and trampolines into C-compiled functions appended."""
+    kept), and trampolines into C-compiled functions and the C gradient functions
+    (`gradient_definition`) appended."""
     pieces: list[str] = []
     pos = 0
     for fn, span in sorted(bodies.values(), key=lambda item: item[1].open_brace):
@@ -225,7 +268,12 @@ def splice(
     pieces.append(source[pos:])
     if trampolines:
         pieces.append("\n" + _quietly("\n".join(trampoline(fn) for fn in trampolines.values())))
-    header = _quietly("\n".join(prototype(fn, globals_) for fn, _ in bodies.values()))
+    if gradients:
+        pieces.append(
+            "\n" + _quietly("\n".join(gradient_definition(fn, globals_) for fn in gradients))
+        )
+    forwarded = [fn for fn, _ in bodies.values()] + list(gradients or [])
+    header = _quietly("\n".join(prototype(fn, globals_) for fn in forwarded))
     escaped = filename.replace("\\", "\\\\").replace('"', '\\"')
     # preprocessed text (a .i file) takes only line markers, and has its own from the start
     marker = "" if source.startswith("# ") else f'#line 1 "{escaped}"\n'

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -12,7 +12,7 @@ from mlir.execution_engine import ExecutionEngine
 from pycparser import c_ast
 
 from polyflow.drivers.compile import Compiled, compile_module
-from polyflow.drivers.sources import c_module, given_c_source
+from polyflow.drivers.sources import c_module, check_gradients, given_c_source
 from polyflow.errors import CompileError
 from polyflow.frontend.c import (
     CFunction,
@@ -89,6 +89,9 @@ class CompiledFunction:
         self.globals: dict[str, np.ndarray] = {
             g: _initial_global(cmod.globals[g], cmod) for g in fn.globals
         }
+        # reverse-mode gradients compiled with it (`compile_c(grad=...)`), by function name
+        self.gradients: dict[str, CompiledFunction] = {}
+        self.grad: CompiledFunction | None = None  # this function's, when compiled
         address = engine.raw_lookup(CABI_PREFIX + fn.name)
         if not address:
             raise RuntimeError(f"compiled code for '{fn.name}' not found")
@@ -269,17 +272,25 @@ def compile_c(
     path: str | os.PathLike[str] | None = None,
     options: Options | Mapping[str, Any] | None = None,
     target: Literal["cpu", "cuda"] | None = None,
+    grad: str | Sequence[str] | bool | None = None,
 ) -> Any:
     """JIT-compile function `entry` of C `source` (text: `str`, or UTF-8 `bytes`) or of the C
     file at `path`; returns a callable. `entry` may be left out when the source defines one
     function polyflow compiles. `options`: an `Options`, or a dict of its fields. `target`
     ("cpu" or "cuda", overriding the options'): "cuda" returns a `CudaFunction` (GPU kernels,
     called on CuPy arrays or torch CUDA tensors; `emulate` runs them on the CPU), compiled at
-    -O3 unless the options say otherwise (the mapping needs the polyhedral stage)."""
+    -O3 unless the options say otherwise (the mapping needs the polyhedral stage).
+
+    `grad` also compiles reverse-mode gradients (CPU): `True` for `entry`'s, or specs `"f"` /
+    `"f:a,b"` (the active parameters; default: every float parameter). The callable's `grad`
+    is `entry`'s gradient (`gradients` has each by function name), called as C calls
+    `f_grad`: each active parameter followed by its shadow array (a float scalar's shadow is a
+    1-element array), the seed of a float result last; shadows of inputs are added to."""
     given = dict(options) if isinstance(options, Mapping) else None
     options = Options.of(options)
     if target is not None:
         options = options.model_copy(update={"target": target})
+
     if options.target == "cuda":
         explicit_level = given is not None and "opt_level" in given
         options = options.model_copy(
@@ -290,13 +301,21 @@ def compile_c(
             }
         )
     text, filename, source_dir = given_c_source(source, path)
+    if grad is True and entry is None:  # the entry's gradient: which function is it?
+        entry = _entry_of(c_module(text, filename, options, source_dir), None, filename)
+    if grad is not None and grad is not False:
+        specs = [grad] if isinstance(grad, str) else [entry] if grad is True else list(grad)
+        if options.target == "cuda":
+            raise ValueError("gradients are compiled for the CPU only for now (target='cpu')")
+        options = options.model_copy(update={"grad": (*(options.grad or ()), *specs)})
     cmod = c_module(text, filename, options, source_dir)
     entry = _entry_of(cmod, entry, filename)
+    check_gradients(cmod.gradients, options, filename)
     if options.target == "cuda":
         return _cuda_function(cmod, entry, options)
     with cmod.context:
         engine, result = jit_module(cmod.module, options)
-    return CompiledFunction(
+    compiled = CompiledFunction(
         engine,
         cmod.functions[entry],
         cmod,
@@ -304,6 +323,15 @@ def compile_c(
         result.report,
         result.cached,
     )
+    for name, interface in cmod.gradients.items():
+        gradient = CompiledFunction(
+            engine, interface, cmod, result.stages, result.report, result.cached
+        )
+        if name == entry:
+            gradient.globals = compiled.globals  # one file scope for f and f_grad
+            compiled.grad = gradient
+        compiled.gradients[name] = gradient
+    return compiled
 
 
 def _cuda_function(cmod: CModule, entry: str, options: Options) -> Any:

@@ -4,12 +4,13 @@ frontend's module of it."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from polyflow.errors import CompileError
 from polyflow.frontend.c import CModule, emit_c_module
 from polyflow.frontend.c_parse import parse_c
-from polyflow.options import Options
+from polyflow.options import Options, grad_spec
 
 
 def source_text(data: str | bytes, filename: str) -> str:
@@ -80,4 +81,18 @@ def c_module(
     with calls to the others as external calls where `external_calls` (a build links them);
     `elide_initializers` leaves large constant tables to cc when they are not compiled."""
     parsed = parse_c(text, filename, options, source_dir, elide_initializers=elide_initializers)
-    return emit_c_module(parsed, only=only, external_calls=external_calls)
+    return emit_c_module(
+        parsed, only=only, external_calls=external_calls, grad=options.grad or ()
+    )
+
+
+def check_gradients(declared: Iterable[str], options: Options, filename: str) -> None:
+    """CompileError for a function of `options.grad` that no unit defined (`declared`: the
+    functions whose gradients the units declared)."""
+    found = set(declared)
+    for spec in options.grad or ():
+        name, _ = grad_spec(spec)
+        if name not in found:
+            raise CompileError(
+                f"cannot differentiate '{name}': no such function is defined", file=filename
+            )

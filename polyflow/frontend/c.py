@@ -15,10 +15,12 @@ from mlir import ir
 from mlir.dialects import func
 from pycparser import c_ast
 
-from polyflow.errors import SourcePosition
+from polyflow.errors import CompileError, SourcePosition
 from polyflow.frontend import c_analysis as ana
 from polyflow.frontend.c_abi import emit_c_abi_entry
 from polyflow.frontend.c_builtins import is_math_function
+from polyflow.frontend.c_gradient import NotDifferentiable as GradientRefused
+from polyflow.frontend.c_gradient import declare_gradient, gradient_interface
 from polyflow.frontend.c_parse import ParsedC, is_stand_in_header
 from polyflow.frontend.c_pragmas import pragma_label, pragma_verdict, pragmas_in
 from polyflow.frontend.c_scope import (
@@ -35,6 +37,7 @@ from polyflow.frontend.c_types import (
 )
 from polyflow.ir.contexts import new_context
 from polyflow.ir.names import TRAMPOLINE_PREFIX
+from polyflow.options import grad_spec
 
 
 @dataclass
@@ -53,6 +56,8 @@ class CModule:
     # the loop hints (`#pragma GCC ivdep`, `scop`) of compiled functions, read and left:
     # (function, position, message)
     notes: list[tuple[str, SourcePosition, str]] = field(default_factory=list)
+    # the C interface of each gradient asked for (`f_grad`, c_gradient.py), by function
+    gradients: dict[str, CFunction] = field(default_factory=dict)
 
     @property
     def context(self) -> ir.Context:
@@ -109,13 +114,20 @@ def _shadowing_parameters(f: CFunction) -> set[str]:
 
 
 def emit_c_module(
-    parsed: ParsedC, *, only: tuple[str, ...] | None = None, external_calls: bool = False
+    parsed: ParsedC,
+    *,
+    only: tuple[str, ...] | None = None,
+    external_calls: bool = False,
+    grad: tuple[str, ...] = (),
 ) -> CModule:
     """Emit every function of the file polyflow can compile (all but `main`, or just `only`).
 
     With `external_calls`, compiled code may call the file's other functions through C-ABI
     trampolines (`CModule.trampolines`, for the driver to define); without it, a function that
-    calls one that is not compiled is not compiled either.
+    calls one that is not compiled is not compiled either. Each function of `grad` (specs
+    `f` or `f:a,b`, Options.grad) also gets its gradient declared (c_gradient.py); one that
+    cannot is a CompileError at its definition (one the unit does not define is left to the
+    unit that does: the driver checks that some unit did).
     """
     scope = FileScope(parsed)
     skipped: dict[str, Unsupported] = {}
@@ -190,6 +202,13 @@ def emit_c_module(
         for callee in trampolines.values():
             _declare_trampoline(module, callee)
         compiled = {n: functions[n] for n in emitted if not functions[n].helper}
+        gradients = {
+            spec_name: _declare_gradient(
+                module, scope, functions, emitted, skipped, spec_name, active
+            )
+            for spec_name, active in map(grad_spec, grad)
+            if spec_name in scope.defs  # another unit's function: that unit declares it
+        }
         if not module.operation.verify():
             raise RuntimeError("polyflow produced invalid MLIR (a bug in the C frontend)")
     return CModule(
@@ -202,7 +221,51 @@ def emit_c_module(
         trampolines,
         warnings=list(parsed.warnings),
         notes=[note for note in pragma_notes if note[0] in compiled],
+        gradients=gradients,
     )
+
+
+def _declare_gradient(
+    module: ir.Module,
+    scope: FileScope,
+    functions: dict[str, CFunction],
+    emitted: dict[str, _Emitted],
+    skipped: dict[str, Unsupported],
+    name: str,
+    active: tuple[str, ...] | None,
+) -> CFunction:
+    """Declare the gradient of `name` (c_gradient.py); its C interface."""
+    fdef = scope.defs.get(name)
+    where = fdef.decl.coord if fdef is not None else None
+    position = (
+        SourcePosition(where.file, where.line, where.column or 0) if where is not None else None
+    )
+    if name not in emitted or functions[name].helper:
+        if name in skipped:
+            reason = f"it is left to the C compiler: {skipped[name].reason}"
+        elif fdef is None:
+            reason = "no such function is defined in this file"
+        else:
+            reason = "it is not compiled"
+        raise CompileError(
+            f"cannot differentiate '{name}': {reason}",
+            file=position.file if position else scope.filename,
+            line=position.line if position else 0,
+            column=position.column if position else 0,
+        )
+    fn = functions[name]
+    try:
+        interface = gradient_interface(fn, active)
+    except GradientRefused as exc:
+        raise CompileError(
+            f"cannot differentiate '{name}': {exc}",
+            file=position.file if position else scope.filename,
+            line=position.line if position else 0,
+            column=position.column if position else 0,
+        ) from None
+    impl = next(op for op in emitted[name].ops if op.name.value == name)
+    declare_gradient(module, impl, interface, scope)
+    return interface.c
 
 
 def _header_helpers(scope: FileScope, filename: str, only: tuple[str, ...] | None) -> set[str]:

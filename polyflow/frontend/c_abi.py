@@ -23,8 +23,11 @@ from polyflow.frontend.c_types import (
 from polyflow.ir.names import CABI_PREFIX
 
 
-def emit_c_abi_entry(module: ir.Module, fn: CFunction, scope: FileScope) -> func.FuncOp:
-    """`@__polyflow_f`: the C signature of `f` (pointers for arrays, then one pointer per global)."""
+def emit_c_abi_entry(
+    module: ir.Module, fn: CFunction, scope: FileScope, order: list[int] | None = None
+) -> func.FuncOp:
+    """`@__polyflow_f`: the C signature of `f` (pointers for arrays, then one pointer per global),
+    calling `@f` with those operands (`order`: with operand `order[k]` as its argument k)."""
     ptr = ir.Type.parse("!llvm.ptr")
     arg_types = [ptr if isinstance(t, Array) else mlir_type(t) for _, t in fn.params] + [
         ptr for _ in fn.globals
@@ -52,6 +55,8 @@ def emit_c_abi_entry(module: ir.Module, fn: CFunction, scope: FileScope) -> func
                         emitter, arg, gt if isinstance(gt, Array) else Array(gt, ())
                     )
                 )
+            if order is not None:
+                operands = [operands[k] for k in order]
             call = func.CallOp(results, ir.FlatSymbolRefAttr.get(fn.name), operands)
             func.ReturnOp(list(call.results))
     except Exception:

@@ -51,6 +51,8 @@ class CFunction:
     # a header's function (`static inline`, GSL's `gsl_vector_get`) compiled only for the
     # file's compiled functions to call: not this unit's definition, so never exported
     helper: bool = False
+    # of a gradient (`f_grad`, c_gradient.py): the parameters that are shadows
+    shadows: frozenset[str] = frozenset()
 
 
 @dataclass

@@ -82,6 +82,9 @@ def symbol_name(op: ir.Operation | ir.OpView) -> str:
 
 # The gradient of function `f` (reverse mode, polyflow.autodiff) is the function `f` + this.
 GRAD_SUFFIX = "_grad"
+# On a declared gradient: which arguments of the primal function have a shadow (BoolAttrs, one per
+# primal argument); without it, every array of floating-point elements has one.
+ACTIVE_ARGUMENTS_ATTR = "polyflow.active_arguments"
 
 
 def gradient_name(name: str) -> str:
