@@ -239,9 +239,10 @@ class TcFunction:
             }
         )
 
-    def module(self, sizes: Mapping[str, int]) -> tuple[Any, Any]:
+    def module(self, sizes: Mapping[str, int], *, grad: bool = False) -> tuple[Any, Any]:
         """(an MLIR context, the frontend module in it) of this definition specialized to
-        `sizes` (each of `size_names`): what a compile without arrays at hand starts from."""
+        `sizes` (each of `size_names`): what a compile without arrays at hand starts from;
+        with `grad`, its gradient declared too (for a compile with `Options.grad`)."""
         from mlir import ir
 
         from polyflow.frontend.tc.lower import lower_definition
@@ -258,7 +259,7 @@ class TcFunction:
         context = new_context()
         with context, ir.Location.unknown():
             module = lower_definition(
-                specialized, callees=self._callees, source=self.source, file=self.file
+                specialized, callees=self._callees, source=self.source, file=self.file, grad=grad
             )
         return context, module
 

@@ -96,6 +96,24 @@ def _request_options_model() -> type[BaseModel]:
 CompileOptions = _request_options_model()
 
 
+class GradRequest(BaseModel):
+    """Reverse-mode differentiation of one function of the request (polyflow.autodiff)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    entry: str = Field(description="the function (C) or definition (TC) to differentiate")
+    wrt: list[str] | None = Field(
+        default=None,
+        description="C: the active parameters, each followed by its shadow in "
+        "`__polyflow_<entry>_grad` (default: every float array and scalar); TC: checked "
+        "names of float inputs (the gradient returns the adjoints of all of them)",
+    )
+
+    def spec(self) -> str:
+        """As `Options.grad` writes it: `entry` or `entry:a,b`."""
+        return f"{self.entry}:{','.join(self.wrt)}" if self.wrt else self.entry
+
+
 class CompileRequest(BaseModel):
     """The body of POST /v1/compile."""
 
@@ -109,6 +127,10 @@ class CompileRequest(BaseModel):
     emit: list[PipelineStage] = Field(default_factory=list)
     sizes: dict[str, int] | None = Field(
         default=None, description="TC only: the size of each symbolic dimension of the inputs"
+    )
+    grad: GradRequest | None = Field(
+        default=None,
+        description="also compile the reverse-mode gradient `<entry>_grad` of a function (CPU)",
     )
 
 
@@ -311,6 +333,8 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
         try:  # what the request's schema cannot say (Options' validators) is checked here
             # the GPU mapping needs the polyhedral stage: -O3 unless the request says otherwise
             level = {"opt_level": 3} if body.target == "cuda" and "opt_level" not in given else {}
+            if body.grad is not None:
+                given["grad"] = (*(given.get("grad") or ()), body.grad.spec())
             options = Options(**{**given, **level, "target": body.target}).model_dump(mode="json")
         except ValidationError as exc:
             raise HTTPException(

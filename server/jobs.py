@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from polyflow.errors import CompileError
-from polyflow.options import Options
+from polyflow.options import Options, grad_spec
 from polyflow.report import Remark
 
 # Options a request may not set: `cc` names the program that preprocesses C, `include_dirs`
@@ -58,6 +58,8 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
 
     options = Options(**request["options"])
     check_target(options)
+    if options.grad and options.target == "cuda":
+        raise CompileError("gradients are compiled for the CPU only for now", file="<input>")
     keep = frozenset(request["emit"])
     timings: dict[str, float] = {}
     start = time.perf_counter()
@@ -169,6 +171,14 @@ def _c_header(cmod: Any) -> str:
         "   their first element; file-scope variables a function uses follow its parameters. */",
     ]
     lines += [prototype(fn, cmod.globals) for _, fn in sorted(cmod.functions.items())]
+    if cmod.gradients:
+        lines.append(
+            "/* Gradients (reverse mode): each active argument is followed by its shadow (a float"
+        )
+        lines.append(
+            "   scalar's: a pointer to one value), a float result's seed last; see --emit=header. */"
+        )
+        lines += [prototype(fn, cmod.globals) for _, fn in sorted(cmod.gradients.items())]
     return "\n".join(lines) + "\n"
 
 
@@ -226,11 +236,14 @@ def _c_module(
 ) -> tuple[Any, Any, str | None, str, list[Remark]]:
     """(the MLIR context, the module in it, the entry, the C header of its functions, a warning
     for each function left out) of a C request."""
-    from polyflow.drivers.sources import c_module
+    from polyflow.drivers.sources import c_module, check_gradients
 
     check_includes(request["source"])
     entry = request.get("entry")
-    cmod = c_module(request["source"], "<input>", options, only=(entry,) if entry else None)
+    differentiated = tuple(grad_spec(spec)[0] for spec in options.grad or ())
+    only = (entry, *differentiated) if entry else None
+    cmod = c_module(request["source"], "<input>", options, only=only)
+    check_gradients(cmod.gradients, options, "<input>")
     if entry and entry not in cmod.functions:
         cmod = c_module(request["source"], "<input>", options)  # to say which ones compile
         known = ", ".join(sorted(cmod.functions)) or "none"
@@ -301,5 +314,13 @@ def _tc_module(request: dict[str, Any], options: Options) -> tuple[Any, Any, str
             f"{', '.join(missing)}",
             file="<tc>",
         )
-    context, module = fn.module(request.get("sizes") or {})
+    differentiated = [grad_spec(spec) for spec in options.grad or ()]
+    for name, wrt in differentiated:
+        if name != fn.name:
+            raise CompileError(f"no TC definition '{name}' to differentiate", file="<tc>")
+        try:
+            fn.grad(wrt)
+        except ValueError as exc:  # an input that is not a float input of the definition
+            raise CompileError(str(exc), file="<tc>") from None
+    context, module = fn.module(request.get("sizes") or {}, grad=bool(differentiated))
     return context, module, fn.name

@@ -495,3 +495,36 @@ def test_the_request_options_are_polyflows_options() -> None:
             assert derived.description == "may not be set through the service"
         else:
             assert (derived.default, derived.description) == (info.default, info.description)
+
+
+def test_a_gradient_is_compiled_on_request(server: Server, tmp_path: Path) -> None:
+    """`"grad": {"entry", "wrt"}`: the response shows the adjoint (`emit: ["grad"]`), kernel.h
+    declares `__polyflow_<entry>_grad` (Enzyme's arguments) and kernel.so computes it."""
+    source = (
+        "double dot(int n, const double *x, const double *y) {\n"
+        "  double s = 0.0;\n"
+        "  for (int i = 0; i < n; i++) s += x[i] * y[i] * y[i];\n"
+        "  return s;\n}\n"
+    )
+    request = {"language": "c", "source": source, "grad": {"entry": "dot"}, "emit": ["grad"]}
+    status, body = server.compile(request)
+    assert status == 200, body
+    assert "@dot_grad(" in body["stages"]["grad"]
+    header = base64.b64decode(body["artifacts"]["kernel.h"]).decode()
+    assert "__polyflow_dot_grad(int, const void *, const void *, const void *, const void *, double)" in header, header
+    library = tmp_path / "kernel.so"
+    library.write_bytes(base64.b64decode(body["artifacts"]["kernel.so"]))
+    gradient = ctypes.CDLL(str(library)).__polyflow_dot_grad
+    gradient.argtypes = [ctypes.c_int, *[ctypes.c_void_p] * 4, ctypes.c_double]
+    x, y = np.linspace(0.5, 2.0, 7), np.linspace(-1.0, 1.0, 7)
+    dx, dy = np.zeros(7), np.ones(7)  # an input's shadow is added to
+    gradient(7, x.ctypes.data, dx.ctypes.data, y.ctypes.data, dy.ctypes.data, 2.0)
+    np.testing.assert_allclose(dx, 2.0 * y * y, rtol=1e-14)
+    np.testing.assert_allclose(dy, 1.0 + 4.0 * x * y, rtol=1e-14)
+    status, body = server.compile({**request, "grad": {"entry": "dot", "wrt": ["n"]}})
+    assert status == 422 and "not floating-point" in body["detail"][0]["message"], body
+    tc_request = {"language": "tc", "source": MV_TC, "sizes": {"M": 8, "K": 4}, "emit": ["grad"]}
+    status, body = server.compile({**tc_request, "grad": {"entry": "mv", "wrt": ["A"]}})
+    assert status == 200 and "@mv_grad(" in body["stages"]["grad"], body
+    status, body = server.compile({**tc_request, "grad": {"entry": "mv", "wrt": ["B"]}})
+    assert status == 422 and "'B'" in body["detail"][0]["message"], body
