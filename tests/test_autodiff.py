@@ -533,3 +533,23 @@ def test_c_gradients_agree_with_central_differences(
         numeric = (objective(plus) - objective(minus)) / (2 * h)
         exact = sum(float(np.sum(shadows[k] * direction[k])) for k in active)
         assert abs(exact - numeric) <= 1e-6 * max(1.0, abs(numeric)), (name, exact, numeric)
+
+
+def test_random_affine_programs_get_right_gradients_or_a_refusal() -> None:
+    """A sample of tests/fuzz/ad_fuzz.py (`make fuzz` runs more): each kernel of a random
+    program gets a gradient that agrees with central differences, or a CompileError."""
+    from fuzz.ad_fuzz import check_kernel, kernel_calls
+    from fuzz.affine_gen import generate_program
+
+    outcomes = []
+    for seed in range(40):
+        source = generate_program(seed)
+        arrays, calls = kernel_calls(source)
+        for name, call in calls:
+            outcome = check_kernel(source, name, call, arrays, np.random.default_rng(seed))
+            if outcome.startswith("FAILED"):  # a kink crossed within h: other data once
+                rng = np.random.default_rng(seed + 10**6)
+                outcome = check_kernel(source, name, call, arrays, rng)
+            outcomes.append((seed, name, outcome))
+    assert not [o for o in outcomes if o[2].startswith("FAILED")], outcomes
+    assert sum(o[2] == "ok" for o in outcomes) >= 25, outcomes

@@ -24,10 +24,18 @@ _LOADS = ("affine.load", "memref.load")
 
 @dataclass(frozen=True)
 class Bound:
-    """`constant + Σ coefficient · parameter`: a bound of a tape dimension."""
+    """`constant + Σ coefficient · parameter + Σ coefficient · floor(numerator / denominator)`:
+    a bound of a tape dimension."""
 
     constant: int
     terms: tuple[tuple[ir.Value, int], ...]
+    divs: tuple[tuple[int, Bound, int], ...] = ()
+
+    def parameters(self) -> list[ir.Value]:
+        out = [value for value, _ in self.terms]
+        for _, numerator, _ in self.divs:
+            out += numerator.parameters()
+        return out
 
 
 def enclosing(op: ir.Operation, function: ir.Operation) -> list[tuple[ir.Operation, int]]:
@@ -175,16 +183,22 @@ class Overwrites:
             loop.regions[0].blocks[0].arguments[0]: n for loop, n in zip(loops, names, strict=True)
         }
         try:
-            constraints: list[str] = []
-            for loop, name in zip(loops, names, strict=True):
-                constraints += loop_bounds(loop, name, self.namer, ivs)
+            per_loop = [
+                # without a strided loop's `mod`: the box of its range, a superset
+                [c for c in loop_bounds(loop, name, self.namer, ivs) if " mod " not in c]
+                for loop, name in zip(loops, names, strict=True)
+            ]
             by_name = {n: v for v, n in self.namer.params.items()}
             params = ", ".join(self.namer.params.values())
-            domain = isl.Set(
-                f"[{params}] -> {{ [{', '.join(names)}] : {' and '.join(constraints) or 'true'} }}"
-            )
             out: list[tuple[Bound, Bound]] = []
             for k in range(len(loops)):
+                # loop k's range over the outer loops' alone: the inner loops' bounds would only
+                # drop outer iterations that run no inner one (and split the bounds in pieces)
+                constraints = [c for bounds in per_loop[: k + 1] for c in bounds]
+                domain = isl.Set(
+                    f"[{params}] -> {{ [{', '.join(names[: k + 1])}] : "
+                    f"{' and '.join(constraints) or 'true'} }}"
+                )
                 low = _bound(domain.dim_min(k), by_name)
                 high = _bound(domain.dim_max(k), by_name)
                 if low is None or high is None:
@@ -199,13 +213,38 @@ def _bound(value: isl.PwAff, by_name: dict[str, ir.Value]) -> Bound | None:
     pieces = value.get_pieces()
     if len(pieces) != 1:
         return None
-    aff = pieces[0][1]
-    if aff.dim(isl.dim_type.div) or aff.get_denominator_val().to_python() != 1:
+    return _affine(pieces[0][1], by_name, 1)
+
+
+def _affine(aff: isl.Aff, by_name: dict[str, ir.Value], scale: int) -> Bound | None:
+    """`scale · aff` as a Bound, where that has integer coefficients; else None."""
+
+    def integer(val: isl.Val) -> int | None:
+        numerator, denominator = val.get_num_si() * scale, val.get_den_val().get_num_si()
+        return numerator // denominator if numerator % denominator == 0 else None
+
+    constant = integer(aff.get_constant_val())
+    if constant is None:
         return None
     terms = []
     for j in range(aff.dim(isl.dim_type.param)):
-        coefficient = aff.get_coefficient_val(isl.dim_type.param, j).to_python()
+        coefficient = integer(aff.get_coefficient_val(isl.dim_type.param, j))
+        if coefficient is None:
+            return None
         if coefficient:
             name = aff.get_dim_name(isl.dim_type.param, j)
-            terms.append((by_name[str(name)], int(coefficient)))
-    return Bound(int(aff.get_constant_val().to_python()), tuple(terms))
+            terms.append((by_name[str(name)], coefficient))
+    divs = []
+    for k in range(aff.dim(isl.dim_type.div)):
+        coefficient = integer(aff.get_coefficient_val(isl.dim_type.div, k))
+        if coefficient is None:
+            return None
+        if not coefficient:
+            continue
+        inner = aff.get_div(k)
+        denominator = inner.get_denominator_val().get_num_si()
+        numerator = _affine(inner, by_name, denominator)
+        if numerator is None:
+            return None
+        divs.append((coefficient, numerator, denominator))
+    return Bound(constant, tuple(terms), tuple(divs))

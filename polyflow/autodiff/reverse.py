@@ -22,9 +22,10 @@ from __future__ import annotations
 import math as pymath
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from mlir import ir
-from mlir.dialects import affine, arith, func, math, memref
+from mlir.dialects import affine, arith, func, math, memref, scf
 
 from polyflow.ir.names import REDUCTIONS_ATTR
 from polyflow.ir.ops import all_operands, defined_in, remap_operands, walk
@@ -45,7 +46,7 @@ _LOADS = ("affine.load", "memref.load")
 _STORES = ("affine.store", "memref.store")
 # ops whose results never carry a derivative (their float results are pieces of rounding)
 _ZERO_DERIVATIVE = frozenset({"math.floor", "math.ceil", "math.round", "math.trunc"})
-_SKIPPED = frozenset({"affine.yield", "func.return", "arith.constant", "affine.apply"})
+_SKIPPED = frozenset({"affine.yield", "scf.yield", "func.return", "arith.constant", "affine.apply"})
 
 
 def _is_float(t: ir.Type) -> bool:
@@ -119,7 +120,7 @@ class _Differentiator:
                         if inits[k] in active or yielded[k] in active:
                             mark(body.arguments[k + 1])
                             mark(result)
-                elif op.name == "affine.if" and len(op.results):
+                elif op.name in ("affine.if", "scf.if") and len(op.results):
                     for region in op.regions:
                         for block in region.blocks:
                             for k, value in enumerate(_ops(block)[-1].operands):
@@ -180,7 +181,7 @@ class _Differentiator:
                 site.location,
             )
         params = sorted(
-            {v for low, high in box for v, _ in (*low.terms, *high.terms)},
+            {v for low, high in box for v in (*low.parameters(), *high.parameters())},
             key=lambda v: self._parameter_rank(v),
         )
         top = self.top_values
@@ -188,7 +189,7 @@ class _Differentiator:
             shape: list[int] = []
             sizes: list[ir.Value] = []
             for low, high in box:
-                if not low.terms and not high.terms:  # a static extent
+                if not (low.parameters() or high.parameters() or low.divs or high.divs):
                     shape.append(max(0, high.constant - low.constant + 1))
                     continue
                 shape.append(ir.ShapedType.get_dynamic_size())
@@ -262,7 +263,7 @@ class _Differentiator:
             self._load(frame, op)
         elif name == "affine.for":
             self._loop(frame, op)
-        elif name == "affine.if":
+        elif name in ("affine.if", "scf.if"):
             self._if(frame, op)
         elif name.startswith(("arith.", "math.")):
             if any(r in frame.adjoints for r in op.results):
@@ -342,8 +343,6 @@ class _Differentiator:
 
     def _loop(self, frame: _Frame, op: ir.Operation) -> None:
         step = ir.IntegerAttr(op.attributes["step"]).value
-        if step != 1:
-            raise NotDifferentiable("a loop of step other than 1 is not reversed yet", op.location)
         body = op.regions[0].blocks[0]
         seeds: dict[ir.Value, ir.Value] = {}
         # carried values other than private sums: their adjoint runs backwards through the
@@ -372,25 +371,31 @@ class _Differentiator:
         lower_map, lower_operands, upper_map, upper_operands = _bounds(op)
         lower = [self.value(frame, v) for v in lower_operands]
         upper = [self.value(frame, v) for v in upper_operands]
-        # i' = -i runs [max L, min U) backwards: i' in [max(1 - U), min(1 - L))
         initial = [self._current(frame, v) for v in carried]
         initial += [self._current(frame, op.results[k]) for k in threaded]
         for k in threaded:
             frame.adjoints.pop(op.results[k], None)
-        reversed_loop = affine.AffineForOp(
-            _negated(upper_map),
-            _negated(lower_map),
-            1,
-            initial,
-            lower_bound_operands=upper,
-            upper_bound_operands=lower,
-        )
+        if step == 1:
+            # i' = -i runs [max L, min U) backwards: i' in [max(1 - U), min(1 - L))
+            reversed_loop = affine.AffineForOp(
+                _negated(upper_map),
+                _negated(lower_map),
+                1,
+                initial,
+                lower_bound_operands=upper,
+                upper_bound_operands=lower,
+            )
+            with ir.InsertionPoint(reversed_loop.body):
+                index = affine.AffineApplyOp(
+                    ir.AffineMap.get(1, 0, [ir.AffineDimExpr.get(0) * -1]),
+                    [reversed_loop.induction_variable],
+                ).result
+        else:
+            reversed_loop, index = _reversed_strided_loop(
+                lower_map, lower, upper_map, upper, step, initial
+            )
         inner_body = reversed_loop.body
         with ir.InsertionPoint(inner_body):
-            index = affine.AffineApplyOp(
-                ir.AffineMap.get(1, 0, [ir.AffineDimExpr.get(0) * -1]),
-                [reversed_loop.induction_variable],
-            ).result
             anchor = arith.ConstantOp(ir.IndexType.get(), 0).operation
         inner = _Frame(body, frame, {body.arguments[0]: index}, anchor)
         iter_args = list(reversed_loop.inner_iter_args)
@@ -412,40 +417,49 @@ class _Differentiator:
             self.add_adjoint(frame, _inits(op)[k], result)
 
     def _if(self, frame: _Frame, op: ir.Operation) -> None:
-        if len(op.results):
-            raise NotDifferentiable(
-                "an affine.if with results is not differentiated yet", op.location
-            )
+        """An `affine.if` or `scf.if`: reversed under the same condition, each branch's adjoint
+        in the same branch; the adjoint of a result goes to the value its branch yields, and
+        the adjoints of values from outside come back as the reversed if's results."""
         carried = self._carried(op)
-        operands = [self.value(frame, v) for v in op.operands]
-        # (the bindings give no IntegerSet from the attribute: a placeholder, then the primal's)
-        condition = ir.IntegerSet.get_empty(len(operands), 0)
-        types = [v.type for v in carried]
+        seeds = [frame.adjoints.pop(r, None) for r in op.results]
         initial = [self._current(frame, v) for v in carried]
-        branch = affine.AffineIfOp(
-            condition, types or None, cond_operands=operands, has_else=bool(carried)
-        )
-        branch.operation.attributes["condition"] = op.attributes["condition"]
-        then_block = op.regions[0].blocks[0]
-        with ir.InsertionPoint(branch.then_block):
-            anchor = arith.ConstantOp(ir.IndexType.get(), 0).operation
-        inner = _Frame(then_block, frame, {}, anchor)
-        inner.adjoints.update(zip(carried, initial, strict=True))
-        with ir.InsertionPoint(branch.then_block):
-            self.reverse_block(inner)
-            affine.AffineYieldOp([inner.adjoints[v] for v in carried])
-        anchor.erase()
-        if len(op.regions) > 1 and op.regions[1].blocks:
-            else_block = op.regions[1].blocks[0]
-            if _ops(else_block)[:-1]:
-                raise NotDifferentiable(
-                    "an affine.if with an else is not differentiated yet", op.location
-                )
-        if carried:
-            with ir.InsertionPoint(branch.else_block):
-                affine.AffineYieldOp(initial)
-            for value, result in zip(carried, branch.results, strict=True):
-                frame.adjoints[value] = result
+        types = [v.type for v in carried]
+        with_else = bool(carried) or (len(op.regions) > 1 and bool(op.regions[1].blocks))
+        if op.name == "affine.if":
+            operands = [self.value(frame, v) for v in op.operands]
+            # (the bindings give no IntegerSet from the attribute: a placeholder, then the
+            # primal's)
+            condition = ir.IntegerSet.get_empty(len(operands), 0)
+            branch: Any = affine.AffineIfOp(
+                condition, types or None, cond_operands=operands, has_else=with_else
+            )
+            branch.operation.attributes["condition"] = op.attributes["condition"]
+            yield_op: Callable[[list[ir.Value]], Any] = affine.AffineYieldOp
+        else:
+            branch = scf.IfOp(self.value(frame, op.operands[0]), types, has_else=with_else)
+            yield_op = scf.YieldOp
+        targets = [branch.then_block] + ([branch.else_block] if with_else else [])
+        for index, target in enumerate(targets):
+            region = op.regions[index]
+            if not region.blocks:  # no else in the primal: nothing happened there
+                with ir.InsertionPoint(target):
+                    yield_op(initial)
+                continue
+            block = region.blocks[0]
+            with ir.InsertionPoint(target):
+                anchor = arith.ConstantOp(ir.IndexType.get(), 0).operation
+            inner = _Frame(block, frame, {}, anchor)
+            inner.adjoints.update(zip(carried, initial, strict=True))
+            with ir.InsertionPoint(target):
+                yielded = list(_ops(block)[-1].operands)
+                for seed, value in zip(seeds, yielded, strict=True):
+                    if seed is not None:
+                        self.add_adjoint(inner, value, seed)
+                self.reverse_block(inner)
+                yield_op([inner.adjoints[v] for v in carried])
+            anchor.erase()
+        for value, result in zip(carried, branch.results, strict=True):
+            frame.adjoints[value] = result
 
     # ----- arithmetic
 
@@ -637,6 +651,98 @@ def _negated(bound: ir.AffineMap) -> ir.AffineMap:
     )
 
 
+def _substituted(
+    expr: ir.AffineExpr, dims: list[ir.AffineExpr], symbols: list[ir.AffineExpr]
+) -> ir.AffineExpr:
+    """`expr` with its dims and symbols replaced by `dims` and `symbols`."""
+    if isinstance(expr, ir.AffineDimExpr):
+        return dims[expr.position]
+    if isinstance(expr, ir.AffineSymbolExpr):
+        return symbols[expr.position]
+    if isinstance(expr, ir.AffineConstantExpr):
+        return expr
+    assert isinstance(expr, ir.AffineBinaryExpr)
+    lhs = _substituted(expr.lhs, dims, symbols)
+    rhs = _substituted(expr.rhs, dims, symbols)
+    if isinstance(expr, ir.AffineAddExpr):
+        return lhs + rhs
+    if isinstance(expr, ir.AffineMulExpr):
+        return lhs * rhs
+    if isinstance(expr, ir.AffineModExpr):
+        return lhs % rhs
+    if isinstance(expr, ir.AffineFloorDivExpr):
+        return ir.AffineExpr.get_floor_div(lhs, rhs)
+    return ir.AffineExpr.get_ceil_div(lhs, rhs)
+
+
+def _reversed_strided_loop(
+    lower_map: ir.AffineMap,
+    lower: list[ir.Value],
+    upper_map: ir.AffineMap,
+    upper: list[ir.Value],
+    step: int,
+    initial: list[ir.Value],
+) -> tuple[affine.AffineForOp, ir.Value]:
+    """The loop `for i = L to U step s` backwards: t' over [1 - T, 1) with T = ceildiv(U - L, s)
+    iterations (the max over pairs of bounds, as L is a max and U a min), i = L - s·t'; the
+    reversed loop (built at the insertion point) and i in its body."""
+    n_lower, n_upper = lower_map.n_dims, upper_map.n_dims
+    dims = [ir.AffineDimExpr.get(k) for k in range(n_lower + n_upper)]
+    symbols = [ir.AffineSymbolExpr.get(k) for k in range(lower_map.n_symbols + upper_map.n_symbols)]
+    lows = [
+        _substituted(e, dims[:n_lower], symbols[: lower_map.n_symbols]) for e in lower_map.results
+    ]
+    highs = [
+        _substituted(e, dims[n_lower:], symbols[lower_map.n_symbols :]) for e in upper_map.results
+    ]
+    step_expr = ir.AffineConstantExpr.get(step)
+    starts = ir.AffineMap.get(
+        len(dims),
+        len(symbols),
+        [
+            ir.AffineExpr.get_ceil_div(high - low, step_expr) * -1 + 1
+            for high in highs
+            for low in lows
+        ],
+    )
+    operands = [
+        *lower[:n_lower],
+        *upper[:n_upper],
+        *lower[n_lower:],
+        *upper[n_upper:],
+    ]
+    first = affine.AffineMaxOp(lower_map, lower).result if len(lows) > 1 else None
+    loop = affine.AffineForOp(
+        starts,
+        ir.AffineMap.get(0, 0, [ir.AffineConstantExpr.get(1)]),
+        1,
+        initial,
+        lower_bound_operands=operands,
+        upper_bound_operands=[],
+    )
+    with ir.InsertionPoint(loop.body):
+        t = loop.induction_variable
+        if first is not None:
+            index = affine.AffineApplyOp(
+                ir.AffineMap.get(2, 0, [ir.AffineDimExpr.get(0) - ir.AffineDimExpr.get(1) * step]),
+                [first, t],
+            ).result
+        else:
+            start_dims = [ir.AffineDimExpr.get(k) for k in range(n_lower)]
+            here = _substituted(
+                lower_map.results[0],
+                start_dims,
+                [ir.AffineSymbolExpr.get(k) for k in range(lower_map.n_symbols)],
+            )
+            index = affine.AffineApplyOp(
+                ir.AffineMap.get(
+                    n_lower + 1, lower_map.n_symbols, [here - ir.AffineDimExpr.get(n_lower) * step]
+                ),
+                [*lower[:n_lower], t, *lower[n_lower:]],
+            ).result
+    return loop, index
+
+
 def _reduction_kinds(loop: ir.Operation) -> list[str]:
     if REDUCTIONS_ATTR not in loop.attributes:
         return ["none"] * len(loop.results)
@@ -737,6 +843,11 @@ def _bound_expr(bound: Bound, params: list[ir.Value]) -> ir.AffineExpr:
     for value, coefficient in bound.terms:
         position = next(k for k, p in enumerate(params) if p == value)
         expr = expr + ir.AffineSymbolExpr.get(position) * coefficient
+    for coefficient, numerator, denominator in bound.divs:
+        quotient = ir.AffineExpr.get_floor_div(
+            _bound_expr(numerator, params), ir.AffineConstantExpr.get(denominator)
+        )
+        expr = expr + quotient * coefficient
     return expr
 
 
