@@ -14,6 +14,7 @@ from polyflow import gpu_map as _gpu_mapping
 from polyflow import raising as _raising
 from polyflow import schedule as _scheduling
 from polyflow.gpu_map.emulate import emulate_kernels
+from polyflow.ir.names import gradient_name
 from polyflow.ir.remarks import attach_remarks, take_remarks
 from polyflow.lowering.llvm_dialect import lower_to_llvm_dialect
 from polyflow.lowering.llvm_ir import (
@@ -22,7 +23,7 @@ from polyflow.lowering.llvm_ir import (
     with_compile_directory,
 )
 from polyflow.lowering.ptx import gpu_resource_remarks, kernels_to_ptx, outline_kernels
-from polyflow.options import Options
+from polyflow.options import Options, grad_spec
 from polyflow.report import CompileReport, Remark, ReportViews
 from polyflow.toolchain import openmp_library_dir
 
@@ -71,13 +72,21 @@ def _lower_to_llvm(module: ir.Module, options: Options) -> ir.Module:
     )
 
 
+def _differentiate(module: ir.Module, options: Options) -> ir.Module:
+    """The `grad` stage: the gradients' bodies (polyflow.autodiff), their memory updates at
+    loop-invariant addresses then made loop-carried sums (as raising does)."""
+    _autodiff.differentiate_module(module, options)
+    names = {gradient_name(grad_spec(spec)[0]) for spec in options.grad or ()}
+    return _raising.tidy_gradients(module, names)
+
+
 # MLIR → MLIR stages after the frontend, in order: raising, reverse-mode differentiation (only
 # with `Options.grad`), the polyhedral stage (rescheduling
 # and parallelization, -O3 only), for target "cuda" the GPU mapping, lowering (for "cuda": the
 # kernels to PTX embedded in the host code, or with gpu_emulate to CPU loops).
 MODULE_STAGES: list[ModuleStage] = [
     ("affine", lambda module, options: _raising.raise_to_affine(module, options)),
-    ("grad", _autodiff.differentiate_module),
+    ("grad", _differentiate),
     ("affine-opt", _optimize_affine),
     ("gpu", _map_to_gpu),
     ("llvm-dialect", _lower_to_llvm),

@@ -128,15 +128,15 @@ class TcGradient:
         if seed is None:
             raise TypeError(f"the gradient of {self.fn.name}() needs the output adjoint 'seed'")
         _, adjoints = self.run(args, seed)
-        names = [t.name for t in inputs if t.element in _FLOAT_ELEMENTS]
-        picked = [adjoints[names.index(name)] for name in self.wrt]
-        return picked[0] if len(picked) == 1 else tuple(picked)
+        return adjoints[0] if len(adjoints) == 1 else tuple(adjoints)
 
     def run(self, args: tuple[Any, ...], seed: Any) -> tuple[Any, list[np.ndarray]]:
-        """(the outputs, the adjoints of every float input in signature order)."""
+        """(the outputs, the adjoints of the inputs of `wrt`, in signature order; only those
+        are computed: the others are not active in the compiled gradient)."""
         fn = self.fn
         arrays = fn._arrays(args)
-        compiled = fn._compile_shapes([(a.shape, a.dtype) for a in arrays], grad=True)
+        wanted = tuple(t.name for t in fn.definition.inputs if t.name in self.wrt)
+        compiled = fn._compile_shapes([(a.shape, a.dtype) for a in arrays], grad=wanted)
         fn._check_gathers(compiled.specialized, arrays)
         outputs = fn._outputs(compiled.specialized, None)
         definition = fn.definition
@@ -144,7 +144,7 @@ class TcGradient:
         shadows: list[np.ndarray] = []
         input_shadows: list[np.ndarray] = []
         for tensor, array in zip(definition.inputs, arrays, strict=True):
-            if tensor.element in _FLOAT_ELEMENTS:
+            if tensor.name in wanted:
                 shadows.append(np.zeros_like(array))
                 input_shadows.append(shadows[-1])
         for tensor, given in zip(definition.outputs, seeds, strict=True):
@@ -270,7 +270,8 @@ class TcFunction:
             if self.options.target == "cuda":
                 raise ValueError("gradients are compiled for the CPU only for now")
             arrays = self._arrays(args)
-            gradient = self._compile_shapes([(a.shape, a.dtype) for a in arrays], grad=True)
+            every = tuple(t.name for t in self.definition.inputs if t.element in _FLOAT_ELEMENTS)
+            gradient = self._compile_shapes([(a.shape, a.dtype) for a in arrays], grad=every)
             return str(gradient.stages["grad"])
         compiled = self._compile(self._arrays(args)) if args else self._last
         if compiled is None:
@@ -469,8 +470,13 @@ class TcFunction:
         return self._compile_shapes([(a.shape, a.dtype) for a in arrays])
 
     def _compile_shapes(
-        self, shapes: list[tuple[tuple[int, ...], np.dtype[Any]]], *, grad: bool = False
+        self,
+        shapes: list[tuple[tuple[int, ...], np.dtype[Any]]],
+        *,
+        grad: tuple[str, ...] | None = None,
     ) -> Any:
+        """The compiled kernel for these shapes and dtypes, or with `grad` (the inputs it is
+        taken with respect to) the compiled gradient."""
         key = (*((shape, np.dtype(dtype).str) for shape, dtype in shapes), grad)
         compiled = self._cache.get(key)
         if compiled is None:
@@ -481,7 +487,7 @@ class TcFunction:
             specialized = specialize(
                 self.inferred, self._sizes(probes), source=self.source, file=self.file
             )
-            if grad:
+            if grad is not None:
                 # a time limit on the polyhedral stage unless one is set: the adjoint of a
                 # body with comparisons and selects (max, fabs) becomes a scop of many small
                 # statements on which isl's scheduler can run for minutes past its budget
@@ -490,7 +496,7 @@ class TcFunction:
                     update={"grad": (self.name,), "compile_timeout": timeout}
                 )
                 compiled = _build(
-                    specialized, self._callees, self.source, self.file, options, grad=True
+                    specialized, self._callees, self.source, self.file, options, grad=grad
                 )
             else:
                 build = _build_gpu if self.options.target == "cuda" else _build
@@ -522,7 +528,7 @@ def _build(
     file: str,
     options: Options,
     *,
-    grad: bool = False,
+    grad: tuple[str, ...] | None = None,
 ) -> _Compiled:
     from mlir import ir
 
@@ -533,10 +539,16 @@ def _build(
 
     context = new_context()
     with context, ir.Location.unknown():
-        module = lower_definition(specialized, callees=callees, source=source, file=file, grad=grad)
+        module = lower_definition(
+            specialized,
+            callees=callees,
+            source=source,
+            file=file,
+            grad=grad if grad is not None else False,
+        )
         engine, result = jit_module(module, options)
     name = specialized.inferred.definition.name
-    if grad:
+    if grad is not None:
         name = gradient_name(name)
     address = engine.raw_lookup(CABI_PREFIX + name)
     if not address:

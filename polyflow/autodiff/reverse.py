@@ -91,6 +91,14 @@ class _Differentiator:
         self.forward: dict[ir.Operation, ir.Operation] = {}
         self.top_values: dict[ir.Value, ir.Value] = {}
         self.tapes: list[ir.Value] = []
+        self.taped: dict[ir.Value, tuple[ir.Value, ir.AffineMap, list[ir.Value]]] = {}
+        # while a loop nest's adjoint is emitted once per shadow it updates (`_distributed`):
+        # the shadows this copy updates, and whether it also zeroes the seeds
+        self.only: set[ir.Value] | None = None
+        self.zeroing = True
+        # while such a nest's adjoint is emitted: its iterations commute (each reads its own
+        # seeds and adds to shadows), so its loops run in the primal's order
+        self.in_order = False
 
     # ----- which values carry derivatives
 
@@ -173,6 +181,23 @@ class _Differentiator:
         else:
             site = owner.operation
             loops = self.overwrites.loops(site)
+        if value not in self.taped:
+            self.taped[value] = self._make_tape(value, site, loops)
+        tape, index, params = self.taped[value]
+        ivs = [self.value(home, loop.regions[0].blocks[0].arguments[0]) for loop in loops]
+        with ir.InsertionPoint(home.anchor):
+            loaded = affine.AffineLoadOp(
+                value.type, tape, [*ivs, *(self.top_values[p] for p in params)], index
+            ).result
+        home.values[value] = loaded
+        return loaded
+
+    def _make_tape(
+        self, value: ir.Value, site: ir.Operation, loops: list[ir.Operation]
+    ) -> tuple[ir.Value, ir.AffineMap, list[ir.Value]]:
+        """The tape of `value` (allocated before the top-level op holding `site`, written by
+        the forward sweep), the map from the loops' IVs and `params` to its element."""
+        owner = value.owner
         box = self.overwrites.box(loops)
         if box is None:
             raise NotDifferentiable(
@@ -218,13 +243,7 @@ class _Differentiator:
             point = ir.InsertionPoint.after(clone)
         with point:
             affine.AffineStoreOp(stored, tape, [*forward_ivs, *(top[p] for p in params)], index)
-        ivs = [self.value(home, loop.regions[0].blocks[0].arguments[0]) for loop in loops]
-        with ir.InsertionPoint(home.anchor):
-            loaded = affine.AffineLoadOp(
-                value.type, tape, [*ivs, *(top[p] for p in params)], index
-            ).result
-        home.values[value] = loaded
-        return loaded
+        return tape, index, params
 
     def _parameter_rank(self, value: ir.Value) -> int:
         owner = value.owner
@@ -262,7 +281,15 @@ class _Differentiator:
         elif name in _LOADS:
             self._load(frame, op)
         elif name == "affine.for":
-            self._loop(frame, op)
+            groups = self._distribution(op) if frame.parent is None else None
+            if groups is None:
+                self._loop(frame, op)
+                return
+            self.in_order = True
+            for k, group in enumerate(groups):
+                self.only, self.zeroing = group, k == len(groups) - 1
+                self._loop(frame, op)
+            self.only, self.zeroing, self.in_order = None, True, False
         elif name in ("affine.if", "scf.if"):
             self._if(frame, op)
         elif name.startswith(("arith.", "math.")):
@@ -277,6 +304,52 @@ class _Differentiator:
                 )
         else:
             raise NotDifferentiable(f"'{name}' is not differentiated", op.location)
+
+    def _distribution(self, nest: ir.Operation) -> list[set[ir.Value]] | None:
+        """The shadows updated by the adjoint of top-level loop nest `nest`, one group per copy
+        of its adjoint nest, when the copies may run one after the other (the last also zeroes
+        the seeds) and each in the primal's order; None to reverse the nest once. Each copy is then one contraction
+        (`Ā += C̄·Bᵀ`, `B̄ += Aᵀ·C̄`) for the scheduler. Legal when the nest carries no adjoint
+        out (no results, no active value from outside), each array it stores is stored by one
+        op writing each element once (so no seed is read after it is zeroed), and no shadow
+        it updates is one of those seeds (but for `X[a] = X[a] + e`, which leaves it); its
+        loop-carried values are sums."""
+        if len(nest.results) or self._carried(nest):
+            return None
+        ops = list(walk(nest))
+        for loop in ops:  # a carried value other than a sum needs its iterations reversed
+            if loop.name == "affine.for" and len(loop.results):
+                kinds = _reduction_kinds(loop)
+                body = loop.regions[0].blocks[0]
+                yielded = list(_ops(body)[-1].operands)
+                if not all(
+                    kinds[k] == "add" and _private_sum(body.arguments[k + 1], yielded[k])
+                    for k in range(len(loop.results))
+                ):
+                    return None
+            elif loop.name in ("scf.while", "scf.for"):
+                return None
+        stores = [o for o in ops if o.name in _STORES and o.operands[1] in self.shadows]
+        stored = [o.operands[1] for o in stores]
+        if len(set(stored)) != len(stored) or not all(_writes_once(s, nest) for s in stores):
+            return None
+        kept = [_accumulated_load(s) for s in stores]
+        updated: list[ir.Value] = []
+        for load in ops:
+            if load.name not in _LOADS or load.results[0] not in self.active:
+                continue
+            array = load.operands[0]
+            if array not in self.shadows:
+                continue
+            if array in stored:
+                if not any(load == k for k in kept if k is not None):
+                    return None
+                continue
+            if array not in updated:
+                updated.append(array)
+        if not updated:
+            return None
+        return [{array} for array in updated]
 
     def _shadow_load(self, frame: _Frame, op: ir.Operation, first: int) -> ir.Value:
         shadow = self.shadows[op.operands[first - 1]]
@@ -303,12 +376,14 @@ class _Differentiator:
                 )
             return
         if value not in self.active:  # a constant or an inactive value: nothing flows back
-            self._shadow_store(frame, op, _zero(value.type), 2)
+            if self.zeroing:
+                self._shadow_store(frame, op, _zero(value.type), 2)
             return
         seed = self._shadow_load(frame, op, 2)
         accumulated = _accumulated_load(op)
         if accumulated is None:
-            self._shadow_store(frame, op, _zero(value.type), 2)
+            if self.zeroing:
+                self._shadow_store(frame, op, _zero(value.type), 2)
         else:
             # X[a] = X[a] + e: the seed would be zeroed here and added back at the load
             self.kept.append(accumulated)
@@ -321,6 +396,8 @@ class _Differentiator:
         adjoint = frame.adjoints.pop(result)
         if any(op == kept for kept in self.kept):
             return  # the seed of the store it accumulates into stayed in place
+        if self.only is not None and op.operands[0] not in self.only:
+            return  # another copy of the nest's adjoint updates this shadow
         current = self._shadow_load(frame, op, 1)
         self._shadow_store(frame, op, arith.AddFOp(current, adjoint).result, 1)
 
@@ -375,7 +452,17 @@ class _Differentiator:
         initial += [self._current(frame, op.results[k]) for k in threaded]
         for k in threaded:
             frame.adjoints.pop(op.results[k], None)
-        if step == 1:
+        if self.in_order:
+            reversed_loop = affine.AffineForOp(
+                lower_map,
+                upper_map,
+                step,
+                initial,
+                lower_bound_operands=lower,
+                upper_bound_operands=upper,
+            )
+            index = reversed_loop.induction_variable
+        elif step == 1:
             # i' = -i runs [max L, min U) backwards: i' in [max(1 - U), min(1 - L))
             reversed_loop = affine.AffineForOp(
                 _negated(upper_map),
@@ -829,6 +916,30 @@ def _private_sum(running: ir.Value, last: ir.Value) -> bool:
         else:
             return False
     return True
+
+
+def _writes_once(store: ir.Operation, nest: ir.Operation) -> bool:
+    """Whether each iteration of the loops from `nest` down to affine `store` writes its own
+    element: every such loop's IV is one subscript, alone (plus a constant)."""
+    if store.name != "affine.store":
+        return False
+    amap = _map(store)
+    operands = list(store.operands)[2:]
+    plain: list[ir.Value] = []
+    for expr in amap.results:
+        if isinstance(expr, ir.AffineAddExpr) and isinstance(expr.rhs, ir.AffineConstantExpr):
+            expr = expr.lhs
+        if isinstance(expr, ir.AffineDimExpr):
+            plain.append(operands[expr.position])
+    loops: list[ir.Operation] = []
+    parent = store.parent
+    while parent is not None:
+        if parent.operation.name == "affine.for":
+            loops.append(parent.operation)
+        if parent.operation == nest:
+            break
+        parent = parent.operation.parent
+    return all(any(loop.regions[0].blocks[0].arguments[0] == v for v in plain) for loop in loops)
 
 
 def _top_level(op: ir.Operation, function: ir.Operation) -> ir.Operation:

@@ -131,6 +131,28 @@ def raise_to_affine(
     return module
 
 
+# After the `grad` stage: the adjoint sweep adds each contribution to memory where it is made
+# (`Ā[i,k] += ...` in the innermost loop, a scalar's shadow in every iteration); the same
+# promotion of loop-invariant updates to `iter_args` as raising's turns those into sums.
+TIDY_GRADIENT_PIPELINE = ",".join(
+    ["canonicalize", "cse", "loop-invariant-code-motion", "raise-reductions", "canonicalize", "cse"]
+)
+
+
+def tidy_gradients(module: ir.Module, names: Collection[str]) -> ir.Module:
+    """Promote the memory updates at loop-invariant addresses of the functions `names` (the
+    gradients the `grad` stage built) to loop-carried sums, in place; a function the passes
+    fail on keeps its code (it is correct as it is)."""
+    with module.context, ir.Location.unknown():
+        targets = [fn for fn in raisable_functions(module) if symbol_name(fn) in names]
+        if not targets:
+            return module
+        steps = _build_steps(passes.pipeline_elements(TIDY_GRADIENT_PIPELINE))
+        for fn in targets:
+            _raise_function(module, fn, steps)
+    return module
+
+
 def raising_remarks(module: ir.Module, *, enabled: bool = True) -> list[Remark]:
     """What raising made of `module`, for the compile report: a warning for every function
     whose raising failed, at its C position; then, per function, a remark for every loop

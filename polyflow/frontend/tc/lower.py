@@ -17,14 +17,20 @@ the TC source location of the statement it implements.
 from __future__ import annotations
 
 import math as pymath
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from mlir import ir
 from mlir.dialects import affine, arith, func, math, memref
 
 from polyflow.frontend.c_abi import memref_descriptor
-from polyflow.ir.names import CABI_PREFIX, GATHER_ATTR, NOALIAS_ATTR, gradient_name
+from polyflow.ir.names import (
+    ACTIVE_ARGUMENTS_ATTR,
+    CABI_PREFIX,
+    GATHER_ATTR,
+    NOALIAS_ATTR,
+    gradient_name,
+)
 
 from . import syntax as ast
 from .checks import FLOATS, CheckedCall, CheckedComprehension, join
@@ -82,11 +88,12 @@ def lower_definition(
     callees: Mapping[str, InferredDefinition],
     source: str,
     file: str = "<tc>",
-    grad: bool = False,
+    grad: bool | Collection[str] = False,
 ) -> ir.Module:
     """The module for `specialized` (see the module docstring); needs an active context. With
-    `grad`, also `@<name>_grad` declared (arguments, then a shadow per float tensor) and its
-    pointer entry, for the `grad` stage to define."""
+    `grad`, also `@<name>_grad` declared (arguments, then a shadow per float tensor: every
+    output, and the inputs named in `grad`, or all for `True`) and its pointer entry, for the
+    `grad` stage to define."""
     definition = specialized.inferred.definition
     module = ir.Module.create()
     tensors = [t.name for t in definition.inputs] + [t.name for t in definition.outputs]
@@ -108,9 +115,18 @@ def lower_definition(
         _c_abi_entry(definition.name, types)
         if grad:
             # declared here, given its body by the `grad` stage (polyflow.autodiff)
-            shadows = [t for t in types if isinstance(t.element_type, ir.FloatType)]
+            inputs = {t.name for t in definition.inputs}
+            active = [
+                isinstance(t.element_type, ir.FloatType)
+                and (grad is True or name not in inputs or name in grad)  # type: ignore[operator]
+                for name, t in zip(tensors, types, strict=True)
+            ]
+            shadows = [t for t, on in zip(types, active, strict=True) if on]
             gradient = func.FuncOp(
                 gradient_name(definition.name), (types + shadows, []), visibility="private"
+            )
+            gradient.attributes[ACTIVE_ARGUMENTS_ATTR] = ir.ArrayAttr.get(
+                [ir.BoolAttr.get(on) for on in active]
             )
             gradient.arg_attrs = ir.ArrayAttr.get(
                 [ir.DictAttr.get({NOALIAS_ATTR: ir.UnitAttr.get()}) for _ in types + shadows]
