@@ -30,6 +30,7 @@ from mlir.dialects import affine, arith, func, math, memref, scf
 from polyflow.ir.names import REDUCTIONS_ATTR
 from polyflow.ir.ops import all_operands, defined_in, remap_operands, walk
 
+from .contraction import order_as_contraction
 from .overwrites import Bound, Overwrites
 
 
@@ -286,10 +287,13 @@ class _Differentiator:
                 self._loop(frame, op)
                 return
             self.in_order = True
-            for k, group in enumerate(groups):
-                self.only, self.zeroing = group, k == len(groups) - 1
-                self._loop(frame, op)
-            self.only, self.zeroing, self.in_order = None, True, False
+            for group in groups:
+                self.only, self.zeroing = group, False
+                (shadow,) = group
+                order_as_contraction(self._loop(frame, op), self.shadows[shadow])
+            self.only, self.zeroing = set(), True  # the seeds zeroed, by a nest of their own
+            self._loop(frame, op)
+            self.only, self.in_order = None, False
         elif name in ("affine.if", "scf.if"):
             self._if(frame, op)
         elif name.startswith(("arith.", "math.")):
@@ -418,7 +422,8 @@ class _Differentiator:
                             out.append(value)
         return out
 
-    def _loop(self, frame: _Frame, op: ir.Operation) -> None:
+    def _loop(self, frame: _Frame, op: ir.Operation) -> ir.Operation:
+        """Emit the adjoint of loop `op`; returns the loop it builds."""
         step = ir.IntegerAttr(op.attributes["step"]).value
         body = op.regions[0].blocks[0]
         seeds: dict[ir.Value, ir.Value] = {}
@@ -502,6 +507,7 @@ class _Differentiator:
             frame.adjoints[value] = result
         for k, result in zip(threaded, results[len(carried) :], strict=True):
             self.add_adjoint(frame, _inits(op)[k], result)
+        return reversed_loop.operation
 
     def _if(self, frame: _Frame, op: ir.Operation) -> None:
         """An `affine.if` or `scf.if`: reversed under the same condition, each branch's adjoint
