@@ -3,7 +3,8 @@
 #   1. Debian packages from SYSTEM_PACKAGES that are missing (apt-get update only if one is);
 #   2. .venv, created with Python 3.11 if it does not exist;
 #   3. `pip install -e '.[test]'` into .venv when pyproject.toml changed since the last install
-#      (the stamp file .venv/.polyflow-setup-stamp holds its hash and the repository path);
+#      (the stamp file .venv/.polyflow-setup-stamp holds its hash and the repository path), and
+#      PyTorch's CPU build where pip finds it;
 #   4. polyflow's and server's bytecode, so that every command starts without compiling Python
 #      (even where PYTHONDONTWRITEBYTECODE keeps the interpreter from writing it on import).
 # Pip may warn about '/opt/pypi-more' locations; that is harmless.
@@ -77,6 +78,17 @@ if [ "$want" != "$have" ] || [ ! -x "$VENV/bin/polyflow" ] || [ ! -x "$VENV/bin/
     exit 1
   fi
   printf '%s\n' "$want" >"$STAMP"
+fi
+
+# 3b. PyTorch for polyflow.torch and its tests: the CPU build, where pip can find it (this
+#     machine's wheel directory; PyPI's default torch pulls GBs of CUDA libraries). Without it
+#     the PyTorch tests skip and say why.
+TORCH="torch==2.13.0+cpu"
+if [ ! -d "$VENV/lib/python3.11/site-packages/torch-2.13.0+cpu.dist-info" ]; then
+  log "pip install $TORCH (the CPU build; about 30 s)"
+  if ! "$VENV/bin/python" -m pip install --disable-pip-version-check "$TORCH" >"$VENV/.pip-torch.log" 2>&1; then
+    log "no $TORCH for this machine (see $VENV/.pip-torch.log): the PyTorch tests will skip"
+  fi
 fi
 
 # 4. Bytecode for the product's modules (quiet and quick when it is already current). An import
