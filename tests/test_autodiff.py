@@ -473,6 +473,34 @@ C_KERNELS: list[tuple[str, str, list[Any]]] = [
         [3, 6, (6,)],
     ),
     (
+        "local_arrays_fixed_and_variable_length",
+        """#include <math.h>
+           void f(int n, double x[n], double y[n]) {
+             double t[16];
+             double u[n];
+             for (int i = 0; i < 16; i++) t[i] = sin(x[i % n]);
+             for (int i = 0; i < n; i++) u[i] = t[i % 16] * x[i];
+             for (int i = 0; i < n; i++) y[i] = u[i] * u[(i + 1) % n] + t[3];
+           }""",
+        [9, (9,), (9,)],
+    ),
+    (
+        "recurrence_in_a_local_array_strided_and_under_conditions",
+        """#include <math.h>
+           void f(int n, double x[n], double y[n]) {
+             double t[n];
+             for (int i = 0; i < n; i++) t[i] = exp(0.5 * x[i]);
+             for (int k = 0; k < 3; k++)
+               for (int i = 1 + k; i < n; i += 2) t[i] = t[i] * t[i - 1] * 0.5;
+             for (int i = 0; i < n; i++) {
+               if (t[i] > 0.8) y[i] = t[i] * x[i];
+               else y[i] = cos(t[i]) + y[i];
+               if (i >= 2) y[i] += t[i - 2];
+             }
+           }""",
+        [8, (8,), (8,)],
+    ),
+    (
         "triangular_solve_forward",
         """void f(int n, double L[n][n], double b[n], double x[n]) {
              for (int i = 0; i < n; i++) {

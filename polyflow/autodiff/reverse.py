@@ -300,11 +300,15 @@ class _Differentiator:
             if any(r in frame.adjoints for r in op.results):
                 self._arithmetic(frame, op)
         elif name in ("memref.alloc", "memref.alloca", "memref.dealloc", "memref.copy"):
-            if any(_is_float(ir.MemRefType(v.type).element_type) for v in op.operands) or any(
-                _is_float(ir.MemRefType(r.type).element_type) for r in op.results
-            ):
+            local = op.results[0] if name in ("memref.alloc", "memref.alloca") else None
+            if local is not None and (local in self.shadows or not _is_float_array(local)):
+                return  # a local array of the function's body: its shadow is made with it
+            if name == "memref.dealloc" and op.operands[0] in self.shadows:
+                return  # freed (with its shadow) at the end of the gradient
+            if any(_is_float_array(v) for v in [*op.operands, *op.results]):
                 raise NotDifferentiable(
-                    "a local float array is not differentiated yet", op.location
+                    "a float array allocated inside a loop or copied is not differentiated yet",
+                    op.location,
                 )
         else:
             raise NotDifferentiable(f"'{name}' is not differentiated", op.location)
@@ -995,15 +999,27 @@ def differentiate(
             else:
                 scalar_shadows[argument] = shadow
     seeds = list(extra)
-    differentiator = _Differentiator(primal, shadows, fast, set(scalar_shadows))
     returned = list(_ops(primal_body)[-1].operands)
+    forward: dict[ir.Operation, ir.Operation] = {}
+    freed: list[ir.Value] = []  # local arrays and their shadows, freed at the very end
     with ir.InsertionPoint(entry):
         for op in _ops(primal_body)[:-1]:  # the forward sweep
+            if op.name == "memref.dealloc" and op.operands[0] in shadows:
+                continue  # the adjoint sweep reads the array: freed at the end
             copy = op.clone()
             remap_operands([copy], values)
             for old, new in zip(op.results, copy.results, strict=True):
                 values[old] = new
-            differentiator.forward.update(zip(walk(op), walk(copy), strict=True))
+            forward.update(zip(walk(op), walk(copy), strict=True))
+            if op.name in ("memref.alloc", "memref.alloca") and _is_float_array(op.results[0]):
+                # a local array of the body: a shadow of zeros beside it
+                shadow = copy.clone().results[0]
+                _fill_with_zeros(shadow)
+                shadows[op.results[0]] = shadow
+                if op.name == "memref.alloc":
+                    freed += [copy.results[0], shadow]
+        differentiator = _Differentiator(primal, shadows, fast, set(scalar_shadows))
+        differentiator.forward = forward
         differentiator.top_values = values
         top = _Frame(primal_body, None, values)
         float_results = [v for v in returned if _is_float(v.type)]
@@ -1018,6 +1034,46 @@ def differentiate(
                 ).rank
                 total = arith.AddFOp(memref.LoadOp(shadow, at).result, adjoint).result
                 memref.StoreOp(total, shadow, at)
-        for tape in differentiator.tapes:
-            memref.DeallocOp(tape)
+        for array in [*differentiator.tapes, *freed]:
+            memref.DeallocOp(array)
         func.ReturnOp([])
+
+
+def _is_float_array(value: ir.Value) -> bool:
+    return isinstance(value.type, ir.MemRefType) and _is_float(
+        ir.MemRefType(value.type).element_type
+    )
+
+
+def _fill_with_zeros(array: ir.Value) -> None:
+    """Store 0 in every element of `array` (a loop nest at the insertion point)."""
+    memref_type = ir.MemRefType(array.type)
+    zero = _zero(memref_type.element_type)
+    uppers: list[tuple[ir.AffineMap, list[ir.Value]]] = []
+    for k, extent in enumerate(memref_type.shape):
+        if ir.ShapedType.is_dynamic_size(extent):
+            size = memref.DimOp(array, arith.ConstantOp(ir.IndexType.get(), k).result).result
+            uppers.append((ir.AffineMap.get(0, 1, [ir.AffineSymbolExpr.get(0)]), [size]))
+        else:
+            uppers.append((ir.AffineMap.get(0, 0, [ir.AffineConstantExpr.get(extent)]), []))
+    indices: list[ir.Value] = []
+    point = ir.InsertionPoint.current
+    for upper, operands in uppers:
+        with point:
+            loop = affine.AffineForOp(
+                ir.AffineMap.get(0, 0, [ir.AffineConstantExpr.get(0)]),
+                upper,
+                1,
+                [],
+                lower_bound_operands=[],
+                upper_bound_operands=operands,
+            )
+        with ir.InsertionPoint(loop.body):
+            affine.AffineYieldOp([])
+        indices.append(loop.induction_variable)
+        point = ir.InsertionPoint(loop.body.operations[0])
+    with point:
+        if indices:
+            affine.AffineStoreOp(zero, array, indices, ir.AffineMap.get_identity(len(indices)))
+        else:
+            memref.StoreOp(zero, array, [])
