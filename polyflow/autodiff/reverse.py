@@ -188,8 +188,10 @@ class _Differentiator:
         ivs = [self.value(home, loop.regions[0].blocks[0].arguments[0]) for loop in loops]
         with ir.InsertionPoint(home.anchor):
             loaded = affine.AffineLoadOp(
-                value.type, tape, [*ivs, *(self.top_values[p] for p in params)], index
+                _stored_type(value.type), tape, [*ivs, *(self.top_values[p] for p in params)], index
             ).result
+            if loaded.type != value.type:
+                loaded = arith.TruncIOp(value.type, loaded).result
         home.values[value] = loaded
         return loaded
 
@@ -226,7 +228,9 @@ class _Differentiator:
                         ir.AffineMap.get(0, len(params), [zero, extent]), [top[p] for p in params]
                     ).result
                 )
-            tape = memref.AllocOp(ir.MemRefType.get(shape, value.type), sizes, []).result
+            tape = memref.AllocOp(
+                ir.MemRefType.get(shape, _stored_type(value.type)), sizes, []
+            ).result
         self.tapes.append(tape)
         index = ir.AffineMap.get(
             len(loops),
@@ -243,6 +247,8 @@ class _Differentiator:
             stored = clone.results[next(k for k, r in enumerate(site.results) if r == value)]
             point = ir.InsertionPoint.after(clone)
         with point:
+            if _stored_type(stored.type) != stored.type:  # a condition: kept as a byte
+                stored = arith.ExtUIOp(_stored_type(stored.type), stored).result
             affine.AffineStoreOp(stored, tape, [*forward_ivs, *(top[p] for p in params)], index)
         return tape, index, params
 
@@ -1037,6 +1043,14 @@ def differentiate(
         for array in [*differentiator.tapes, *freed]:
             memref.DeallocOp(array)
         func.ReturnOp([])
+
+
+def _stored_type(t: ir.Type) -> ir.Type:
+    """The element type a tape keeps values of type `t` in: integers narrower than a byte
+    (conditions) as bytes, which memory holds."""
+    if isinstance(t, ir.IntegerType) and ir.IntegerType(t).width < 8:
+        return ir.IntegerType.get_signless(8)
+    return t
 
 
 def _is_float_array(value: ir.Value) -> bool:
