@@ -17,6 +17,7 @@ import islpy as isl
 from mlir import ir
 
 from polyflow.ir.affine_text import Namer, NotModeled, if_condition, loop_bounds
+from polyflow.ir.aliasing import VIEW_OPS, view_root
 from polyflow.ir.ops import walk
 
 _LOADS = ("affine.load", "memref.load")
@@ -85,12 +86,16 @@ class Overwrites:
         if load in self._answers:
             return self._answers[load]
         array = load.operands[0]
+        root = view_root(array)
         answer = False
         for op in self.order:
-            if array not in list(op.operands) or op.name in _LOADS:
+            touched = [v for v in op.operands if isinstance(v.type, ir.MemRefType)]
+            if not any(view_root(v) == root for v in touched) or op.name in _LOADS:
                 continue
+            if op.name in VIEW_OPS:
+                continue  # a view itself writes nothing; its stores are seen below
             if op.name not in ("affine.store", "memref.store") or op.operands[1] != array:
-                answer = True  # a call, a copy, a view: whatever it does to the array
+                answer = True  # a call, a copy, a store through another view: anything
                 break
             if self._may_follow(load, op):
                 answer = True

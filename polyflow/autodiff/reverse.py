@@ -27,6 +27,7 @@ from typing import Any
 from mlir import ir
 from mlir.dialects import affine, arith, func, math, memref, scf
 
+from polyflow.ir.aliasing import VIEW_OPS
 from polyflow.ir.names import REDUCTIONS_ATTR
 from polyflow.ir.ops import all_operands, defined_in, remap_operands, walk
 
@@ -95,7 +96,7 @@ class _Differentiator:
         self.taped: dict[ir.Value, tuple[ir.Value, ir.AffineMap, list[ir.Value]]] = {}
         # while a loop nest's adjoint is emitted once per shadow it updates (`_distributed`):
         # the shadows this copy updates, and whether it also zeroes the seeds
-        self.only: set[ir.Value] | None = None
+        self.only: set[ir.Operation] | None = None  # the reads whose adjoint is emitted
         self.zeroing = True
         # while such a nest's adjoint is emitted: its iterations commute (each reads its own
         # seeds and adds to shadows), so its loops run in the primal's order
@@ -294,9 +295,9 @@ class _Differentiator:
                 return
             self.in_order = True
             for group in groups:
-                self.only, self.zeroing = group, False
-                (shadow,) = group
-                order_as_contraction(self._loop(frame, op), self.shadows[shadow])
+                self.only, self.zeroing = set(group), False
+                shadow = self.shadows[group[0].operands[0]]
+                order_as_contraction(self._loop(frame, op), shadow)
             self.only, self.zeroing = set(), True  # the seeds zeroed, by a nest of their own
             self._loop(frame, op)
             self.only, self.in_order = None, False
@@ -305,6 +306,8 @@ class _Differentiator:
         elif name.startswith(("arith.", "math.")):
             if any(r in frame.adjoints for r in op.results):
                 self._arithmetic(frame, op)
+        elif name in VIEW_OPS and op.results[0] in self.shadows:
+            return  # its shadow's view was made with it
         elif name in ("memref.alloc", "memref.alloca", "memref.dealloc", "memref.copy"):
             local = op.results[0] if name in ("memref.alloc", "memref.alloca") else None
             if local is not None and (local in self.shadows or not _is_float_array(local)):
@@ -319,18 +322,21 @@ class _Differentiator:
         else:
             raise NotDifferentiable(f"'{name}' is not differentiated", op.location)
 
-    def _distribution(self, nest: ir.Operation) -> list[set[ir.Value]] | None:
-        """The shadows updated by the adjoint of top-level loop nest `nest`, one group per copy
-        of its adjoint nest, when the copies may run one after the other (the last also zeroes
-        the seeds) and each in the primal's order; None to reverse the nest once. Each copy is then one contraction
-        (`Ā += C̄·Bᵀ`, `B̄ += Aᵀ·C̄`) for the scheduler. Legal when the nest carries no adjoint
-        out (no results, no active value from outside), each array it stores is stored by one
-        op writing each element once (so no seed is read after it is zeroed), and no shadow
-        it updates is one of those seeds (but for `X[a] = X[a] + e`, which leaves it); its
-        loop-carried values are sums."""
+    def _distribution(self, nest: ir.Operation) -> list[list[ir.Operation]] | None:
+        """The reads of top-level loop nest `nest` whose adjoints each copy of its adjoint nest
+        emits (one copy per array and access pattern), when the copies may run one after the
+        other, each in the primal's loop order, and a last one zeroes the seeds; None to
+        reverse the nest once. Each copy is then one contraction (`Ā += C̄·Bᵀ`, `B̄ += Aᵀ·C̄`)
+        for the scheduler. Legal when the nest carries no adjoint out (no results, no active
+        value from outside), each array it stores is stored by one op writing each element
+        once (so no seed is read after it is zeroed), no shadow it updates is one of those
+        seeds (but for `X[a] = X[a] + e`, which leaves it), its carried values are sums, and
+        no two memrefs of the function may be one array (no views)."""
         if len(nest.results) or self._carried(nest):
             return None
         ops = list(walk(nest))
+        if any(o.name in VIEW_OPS for o in walk(self.primal)):
+            return None  # two memrefs may be one array: the groups below compare memrefs
         for loop in ops:  # a carried value other than a sum needs its iterations reversed
             if loop.name == "affine.for" and len(loop.results):
                 kinds = _reduction_kinds(loop)
@@ -348,7 +354,9 @@ class _Differentiator:
         if len(set(stored)) != len(stored) or not all(_writes_once(s, nest) for s in stores):
             return None
         kept = [_accumulated_load(s) for s in stores]
-        updated: list[ir.Value] = []
+        # one copy per access pattern of a read: reads of one array at two patterns
+        # (corr̄ feeds normed̄[k,i] and normed̄[k,j]) are two contractions
+        groups: dict[tuple[object, ...], list[ir.Operation]] = {}
         for load in ops:
             if load.name not in _LOADS or load.results[0] not in self.active:
                 continue
@@ -359,11 +367,10 @@ class _Differentiator:
                 if not any(load == k for k in kept if k is not None):
                     return None
                 continue
-            if array not in updated:
-                updated.append(array)
-        if not updated:
-            return None
-        return [{array} for array in updated]
+            pattern = (array, str(load.attributes["map"]) if "map" in load.attributes else None)
+            key = (*pattern, *list(load.operands)[1:])
+            groups.setdefault(key, []).append(load)
+        return list(groups.values()) or None
 
     def _shadow_load(self, frame: _Frame, op: ir.Operation, first: int) -> ir.Value:
         shadow = self.shadows[op.operands[first - 1]]
@@ -410,7 +417,7 @@ class _Differentiator:
         adjoint = frame.adjoints.pop(result)
         if any(op == kept for kept in self.kept):
             return  # the seed of the store it accumulates into stayed in place
-        if self.only is not None and op.operands[0] not in self.only:
+        if self.only is not None and op not in self.only:
             return  # another copy of the nest's adjoint updates this shadow
         current = self._shadow_load(frame, op, 1)
         self._shadow_store(frame, op, arith.AddFOp(current, adjoint).result, 1)
@@ -1017,6 +1024,11 @@ def differentiate(
             for old, new in zip(op.results, copy.results, strict=True):
                 values[old] = new
             forward.update(zip(walk(op), walk(copy), strict=True))
+            if op.name in VIEW_OPS and op.operands[0] in shadows:
+                # a view of an array with a shadow: the same view of the shadow
+                view = copy.clone()
+                view.operands[0] = shadows[op.operands[0]]
+                shadows[op.results[0]] = view.results[0]
             if op.name in ("memref.alloc", "memref.alloca") and _is_float_array(op.results[0]):
                 # a local array of the body: a shadow of zeros beside it
                 shadow = copy.clone().results[0]
