@@ -6,7 +6,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 # Lint only the directories that exist (some arrive with later work).
-LINT_DIRS := $(wildcard polyflow tests server bench_polybench examples scripts)
+LINT_DIRS := $(wildcard polyflow tests server bench_polybench bench_ad examples scripts)
 # Extra arguments for the baseline, e.g. `make baseline BASELINE_ARGS="--json baseline.json"`.
 BASELINE_ARGS ?=
 # Extra arguments for the benchmark suite, e.g. `make bench BENCH_ARGS="--kernels gemm,lu"`.
@@ -18,7 +18,7 @@ REAL_WORLD_ARGS ?=
 # Extra arguments for the compile-time fuzz run, e.g. `make fuzz FUZZ_ARGS="--count 200 --seed 5000"`.
 FUZZ_ARGS ?=
 
-.PHONY: setup run test lint baseline bench bench-mini bench-setup fuzz real-world
+.PHONY: setup run test lint baseline bench bench-mini bench-setup bench-ad fuzz real-world
 
 setup:
 	@bash scripts/setup.sh
@@ -51,6 +51,11 @@ bench: bench-setup
 bench-mini: bench-setup
 	$(PY) -m bench_polybench --size MINI --threads 2 --repeat 3 $(BENCH_ARGS)
 
+# Reverse-mode gradients against their primal, JAX and PyTorch (CPU, float64); reports go to
+# bench_ad/results/<date>-<size>.{json,md,png}. `BENCH_ARGS="--size small"` for a quick run.
+bench-ad: setup
+	$(PY) -m bench_ad --size full $(BENCH_ARGS)
+
 # The long fuzz runs (nightly-style; make test runs a small sample of each):
 # 1. the harder random programs' generator stays free of undefined behaviour (UBSan + ASan);
 # 2. 1,000 of them at -O3, plus the 30 PolyBench kernels: compile time (p50/p95/max), isl budget
@@ -61,7 +66,7 @@ fuzz: setup
 	$(PY) tests/fuzz/check_ub.py 0 1000 --hard --jobs 2
 	$(PY) tests/fuzz/compile_time.py --count 1000 --kernels $(FUZZ_ARGS)
 	$(PY) tests/fuzz/compile_time.py --count 300 --gpu-emulate --jobs 2 $(FUZZ_ARGS)
-	$(PY) tests/fuzz/ad_fuzz.py --count 300
+	$(PY) tests/fuzz/ad_fuzz.py --count 300  # gradients of random programs against central differences
 	POLYFLOW_FUZZ_COUNT=1000 POLYFLOW_FUZZ_GPU_COUNT=1000 POLYFLOW_FUZZ_OPT_LEVEL=3 $(VENV)/bin/pytest -n 2 -q tests/test_random_programs.py
 
 # Real C code bases (Debian's zlib, cJSON, GSL) built by their own build systems with gcc and with

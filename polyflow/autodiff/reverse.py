@@ -48,7 +48,11 @@ _LOADS = ("affine.load", "memref.load")
 _STORES = ("affine.store", "memref.store")
 # ops whose results never carry a derivative (their float results are pieces of rounding)
 _ZERO_DERIVATIVE = frozenset({"math.floor", "math.ceil", "math.round", "math.trunc"})
-_SKIPPED = frozenset({"affine.yield", "scf.yield", "func.return", "arith.constant", "affine.apply"})
+# ops with nothing to reverse: terminators, constants, index arithmetic, sizes of arrays
+_SKIPPED = frozenset(
+    {"affine.yield", "scf.yield", "func.return", "arith.constant", "affine.apply", "affine.min",
+     "affine.max", "memref.dim", "memref.rank", "memref.extract_aligned_pointer_as_index"}
+)  # fmt: skip
 
 
 def _is_float(t: ir.Type) -> bool:
