@@ -69,12 +69,18 @@ def order_as_contraction(nest: ir.Operation, shadow: ir.Value) -> ir.Operation:
         return nest
     if any(o.regions for o in _ops(innermost)):
         return nest
-    indexed: list[int] = []
+    indexed: list[int] = []  # the loops indexing the shadow, in the order of its subscripts
     for store in stores:
         operands = list(store.operands)[2:]
-        for k, iv in enumerate(ivs):
-            if k not in indexed and any(iv == v for v in operands):
-                indexed.append(k)
+        if store.name == "affine.store":
+            amap = ir.AffineMapAttr(store.attributes["map"]).value
+            used = [operands[d] for e in amap.results for d in _dims(e)]
+        else:
+            used = operands
+        for value in used:
+            for k, iv in enumerate(ivs):
+                if iv == value and k not in indexed:
+                    indexed.append(k)
     order = indexed + [k for k in range(len(chain)) if k not in indexed]
     if order == list(range(len(chain))):
         return nest
@@ -107,3 +113,12 @@ def order_as_contraction(nest: ir.Operation, shadow: ir.Value) -> ir.Operation:
         ivs[k].replace_all_uses_with(loop.induction_variable)
     nest.erase()
     return loops[0].operation
+
+
+def _dims(expr: ir.AffineExpr) -> list[int]:
+    """The positions of the dims in `expr`, left to right."""
+    if isinstance(expr, ir.AffineDimExpr):
+        return [expr.position]
+    if isinstance(expr, ir.AffineBinaryExpr):
+        return _dims(expr.lhs) + _dims(expr.rhs)
+    return []

@@ -28,7 +28,7 @@ from mlir import ir
 from mlir.dialects import affine, arith, func, math, memref, scf
 
 from polyflow.ir.aliasing import VIEW_OPS
-from polyflow.ir.names import REDUCTIONS_ATTR
+from polyflow.ir.names import REDUCTIONS_ATTR, REGION_START_ATTR
 from polyflow.ir.ops import all_operands, defined_in, remap_operands, walk
 
 from .contraction import order_as_contraction
@@ -301,9 +301,10 @@ class _Differentiator:
             for group in groups:
                 self.only, self.zeroing = set(group), False
                 shadow = self.shadows[group[0].operands[0]]
-                order_as_contraction(self._loop(frame, op), shadow)
+                copy = order_as_contraction(self._loop(frame, op), shadow)
+                copy.attributes[REGION_START_ATTR] = ir.UnitAttr.get()
             self.only, self.zeroing = set(), True  # the seeds zeroed, by a nest of their own
-            self._loop(frame, op)
+            self._loop(frame, op).attributes[REGION_START_ATTR] = ir.UnitAttr.get()
             self.only, self.in_order = None, False
         elif name in ("affine.if", "scf.if"):
             self._if(frame, op)

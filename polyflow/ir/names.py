@@ -85,6 +85,10 @@ GRAD_SUFFIX = "_grad"
 # On a declared gradient: which arguments of the primal function have a shadow (BoolAttrs, one per
 # primal argument); without it, every array of floating-point elements has one.
 ACTIVE_ARGUMENTS_ATTR = "polyflow.active_arguments"
+# On a top-level op: the scheduling stage starts a new region (scop) here. The adjoint marks each
+# copy of a distributed nest (polyflow.autodiff): each is one contraction, scheduled on its own
+# as a primal contraction is, rather than fused with the others.
+REGION_START_ATTR = "polyflow.region_start"
 
 
 def gradient_name(name: str) -> str:

@@ -4,7 +4,8 @@ agree on what a region is, so that the model finds what demotion prepared.
 
 A region (a `Run`): in every block, a maximal run of consecutive ops that are fully affine
 (`affine.for`/`affine.if`/`affine.load`/`affine.store`, pure `arith`/`math`/`index` ops,
-`affine.apply`/`min`/`max`) is a candidate; an op with unknown effects (a call, `scf.while`, a
+`affine.apply`/`min`/`max`) is a candidate (an op marked `polyflow.region_start` begins a new
+one); an op with unknown effects (a call, `scf.while`, a
 `memref` access the raising left, anything marked `polyflow.not_affine`) ends it and is reported
 with its reason; regions inside such ops are searched in turn. Pure ops of the run that depend on
 nothing computed in it (constants, index casts of arguments) stay where they are and count as
@@ -37,7 +38,7 @@ from polyflow.ir.affine_text import (
 )
 from polyflow.ir.aliasing import may_alias
 from polyflow.ir.locations import source_position
-from polyflow.ir.names import NOT_AFFINE_ATTR
+from polyflow.ir.names import NOT_AFFINE_ATTR, REGION_START_ATTR
 
 # Ops that touch no memory and have no regions: they may be cloned into every statement.
 _PURE_PREFIXES = ("arith.", "math.", "index.")
@@ -235,6 +236,8 @@ def _scan(block: ir.Block, runs: list[Run], left_out: list[LeftOut]) -> None:
 
     for op in body_ops(block):
         if _fully_affine(op):
+            if REGION_START_ATTR in op.attributes:
+                flush()
             current.append(op)
             continue
         flush()
