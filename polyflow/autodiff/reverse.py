@@ -587,72 +587,77 @@ class _Differentiator:
         x = lambda k: self.value(frame, op.operands[k])  # noqa: E731
         r = lambda: self.value(frame, result)  # noqa: E731
         t = result.type
-        add = lambda k, v: self.add_adjoint(frame, op.operands[k], v)  # noqa: E731
+        active = [v in self.active for v in op.operands]
+
+        def add(k: int, contribution: Callable[[], ir.Value]) -> None:
+            # only for an active operand: the derivative of an inactive one may need primal
+            # values (a tape) for nothing (`0.2 * (A[i-1] + A[i])`: no value of A is needed)
+            if active[k]:
+                self.add_adjoint(frame, op.operands[k], contribution())
+
         if name == "arith.addf":
-            add(0, a)
-            add(1, a)
+            add(0, lambda: a)
+            add(1, lambda: a)
         elif name == "arith.subf":
-            add(0, a)
-            add(1, _neg(a))
+            add(0, lambda: a)
+            add(1, lambda: _neg(a))
         elif name == "arith.mulf":
-            add(0, _mul(a, x(1)))
-            add(1, _mul(a, x(0)))
+            add(0, lambda: _mul(a, x(1)))
+            add(1, lambda: _mul(a, x(0)))
         elif name == "arith.divf":
             quotient = _div(a, x(1))
-            add(0, quotient)
-            add(1, _neg(_mul(quotient, r())))
+            add(0, lambda: quotient)
+            add(1, lambda: _neg(_mul(quotient, r())))
         elif name == "arith.negf":
-            add(0, _neg(a))
+            add(0, lambda: _neg(a))
         elif name in ("arith.maximumf", "arith.maxnumf", "arith.minimumf", "arith.minnumf"):
             wins = "ogt" if "max" in name else "olt"
             first = _cmp(wins, x(0), x(1))
             tie = _cmp("oeq", x(0), x(1))
             half = _mul(a, _const(t, 0.5))
             to_first = arith.SelectOp(first, a, arith.SelectOp(tie, half, _zero(t)).result).result
-            add(0, to_first)
-            add(1, arith.SubFOp(a, to_first).result)
+            add(0, lambda: to_first)
+            add(1, lambda: arith.SubFOp(a, to_first).result)
         elif name == "arith.select":
             zero = _zero(t)
             condition = self.value(frame, op.operands[0])
-            self.add_adjoint(frame, op.operands[1], arith.SelectOp(condition, a, zero).result)
-            self.add_adjoint(frame, op.operands[2], arith.SelectOp(condition, zero, a).result)
+            add(1, lambda: arith.SelectOp(condition, a, zero).result)
+            add(2, lambda: arith.SelectOp(condition, zero, a).result)
         elif name == "arith.extf":
-            add(0, arith.TruncFOp(op.operands[0].type, a).result)
+            add(0, lambda: arith.TruncFOp(op.operands[0].type, a).result)
         elif name == "arith.truncf":
-            add(0, arith.ExtFOp(op.operands[0].type, a).result)
+            add(0, lambda: arith.ExtFOp(op.operands[0].type, a).result)
         elif name == "arith.remf":
-            add(0, a)
-            add(1, _neg(_mul(a, math.TruncOp(_div(x(0), x(1))).result)))
+            add(0, lambda: a)
+            add(1, lambda: _neg(_mul(a, math.TruncOp(_div(x(0), x(1))).result)))
         elif name in ("arith.sitofp", "arith.uitofp"):
             return
         elif name == "math.fma":
-            add(0, _mul(a, x(1)))
-            add(1, _mul(a, x(0)))
-            add(2, a)
+            add(0, lambda: _mul(a, x(1)))
+            add(1, lambda: _mul(a, x(0)))
+            add(2, lambda: a)
         elif name == "math.powf":
-            base, exponent = x(0), x(1)
             one = _const(t, 1.0)
             add(
                 0,
-                _mul(
-                    a, _mul(exponent, math.PowFOp(base, arith.SubFOp(exponent, one).result).result)
+                lambda: _mul(
+                    a, _mul(x(1), math.PowFOp(x(0), arith.SubFOp(x(1), one).result).result)
                 ),
             )
-            if op.operands[1] in self.active:
-                add(1, _mul(a, _mul(r(), math.LogOp(base).result)))
+            add(1, lambda: _mul(a, _mul(r(), math.LogOp(x(0)).result)))
         elif name == "math.atan2":
             y, xx = x(0), x(1)
             norm = arith.AddFOp(_mul(xx, xx), _mul(y, y)).result
-            add(0, _div(_mul(a, xx), norm))
-            add(1, _neg(_div(_mul(a, y), norm)))
+            add(0, lambda: _div(_mul(a, xx), norm))
+            add(1, lambda: _neg(_div(_mul(a, y), norm)))
         elif name == "math.copysign":
             sign = _mul(
                 math.CopySignOp(_const(t, 1.0), x(0)).result,
                 math.CopySignOp(_const(t, 1.0), x(1)).result,
             )
-            add(0, _mul(a, sign))
+            add(0, lambda: _mul(a, sign))
         elif name in _UNARY:
-            add(0, _UNARY[name](a, x(0), r, t))
+            add(0, lambda: _UNARY[name](a, x(0), r, t))
         else:
             raise NotDifferentiable(f"'{name}' has no derivative rule yet", op.location)
 
