@@ -298,11 +298,16 @@ class _Differentiator:
                 self._loop(frame, op)
                 return
             self.in_order = True
+            # active values from outside (a scalar argument): their adjoints are summed by the
+            # last copy alone, the others treat them as constants
+            outside = set(self._carried(op))
+            self.active -= outside
             for group in groups:
                 self.only, self.zeroing = set(group), False
                 shadow = self.shadows[group[0].operands[0]]
                 copy = order_as_contraction(self._loop(frame, op), shadow)
                 copy.attributes[REGION_START_ATTR] = ir.UnitAttr.get()
+            self.active |= outside
             self.only, self.zeroing = set(), True  # the seeds zeroed, by a nest of their own
             self._loop(frame, op).attributes[REGION_START_ATTR] = ir.UnitAttr.get()
             self.only, self.in_order = None, False
@@ -332,12 +337,13 @@ class _Differentiator:
         emits (one copy per array and access pattern), when the copies may run one after the
         other, each in the primal's loop order, and a last one zeroes the seeds; None to
         reverse the nest once. Each copy is then one contraction (`Ā += C̄·Bᵀ`, `B̄ += Aᵀ·C̄`)
-        for the scheduler. Legal when the nest carries no adjoint out (no results, no active
-        value from outside), each array it stores is stored by one op writing each element
-        once (so no seed is read after it is zeroed), no shadow it updates is one of those
-        seeds (but for `X[a] = X[a] + e`, which leaves it), its carried values are sums, and
-        no two memrefs of the function may be one array (no views)."""
-        if len(nest.results) or self._carried(nest):
+        for the scheduler; the adjoints of active values from outside (a scalar argument's)
+        are summed by the last copy. Legal when the nest has no results, each array it stores
+        is stored by one op writing each element once (so no seed is read after it is zeroed),
+        no shadow it updates is one of those seeds (but for `X[a] = X[a] + e`, which leaves
+        it), its carried values are sums, and no two memrefs of the function may be one array
+        (no views)."""
+        if len(nest.results):
             return None
         ops = list(walk(nest))
         if any(o.name in VIEW_OPS for o in walk(self.primal)):
