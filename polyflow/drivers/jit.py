@@ -290,7 +290,6 @@ def compile_c(
     options = Options.of(options)
     if target is not None:
         options = options.model_copy(update={"target": target})
-
     if options.target == "cuda":
         explicit_level = given is not None and "opt_level" in given
         options = options.model_copy(
