@@ -13,13 +13,9 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import affine
 
-from polyflow.ir.ops import walk
+from polyflow.ir.ops import block_ops, walk
 
 _STORES = ("affine.store", "memref.store")
-
-
-def _ops(block: ir.Block) -> list[ir.Operation]:
-    return [op.operation for op in block.operations]
 
 
 def _chain(nest: ir.Operation) -> list[ir.Operation] | None:
@@ -30,7 +26,7 @@ def _chain(nest: ir.Operation) -> list[ir.Operation] | None:
         loop = chain[-1]
         if len(loop.results) or ir.IntegerAttr(loop.attributes["step"]).value != 1:
             return None
-        inner = [o for o in _ops(loop.regions[0].blocks[0]) if o.regions]
+        inner = [o for o in block_ops(loop.regions[0].blocks[0]) if o.regions]
         if not inner:
             return chain
         if len(inner) != 1 or inner[0].name != "affine.for":
@@ -67,7 +63,7 @@ def order_as_contraction(nest: ir.Operation, shadow: ir.Value) -> ir.Operation:
         s.operands[1] != shadow or s.parent.operation != chain[-1] for s in stores
     ):
         return nest
-    if any(o.regions for o in _ops(innermost)):
+    if any(o.regions for o in block_ops(innermost)):
         return nest
     indexed: list[int] = []  # the loops indexing the shadow, in the order of its subscripts
     for store in stores:
@@ -106,7 +102,7 @@ def order_as_contraction(nest: ir.Operation, shadow: ir.Value) -> ir.Operation:
             affine.AffineYieldOp([])
     terminator = loops[-1].body.operations[0]
     for loop in chain:
-        for op in _ops(loop.regions[0].blocks[0]):
+        for op in block_ops(loop.regions[0].blocks[0]):
             if not op.regions and op.name != "affine.yield":
                 op.move_before(terminator)
     for k, loop in zip(order, loops, strict=True):

@@ -29,7 +29,7 @@ from mlir.dialects import affine, arith, func, math, memref, scf
 
 from polyflow.ir.aliasing import VIEW_OPS
 from polyflow.ir.names import REDUCTIONS_ATTR, REGION_START_ATTR
-from polyflow.ir.ops import all_operands, defined_in, remap_operands, walk
+from polyflow.ir.ops import all_operands, block_ops, defined_in, remap_operands, walk
 
 from .contraction import order_as_contraction
 from .overwrites import Bound, Overwrites
@@ -57,10 +57,6 @@ _SKIPPED = frozenset(
 
 def _is_float(t: ir.Type) -> bool:
     return isinstance(t, ir.FloatType)
-
-
-def _ops(block: ir.Block) -> list[ir.Operation]:
-    return [op.operation for op in block.operations]
 
 
 @dataclass
@@ -129,7 +125,7 @@ class _Differentiator:
                 elif op.name == "affine.for" and len(op.results):
                     body = op.regions[0].blocks[0]
                     inits = _inits(op)
-                    yielded = list(_ops(body)[-1].operands)
+                    yielded = list(block_ops(body)[-1].operands)
                     for k, result in enumerate(op.results):
                         if inits[k] in active or yielded[k] in active:
                             mark(body.arguments[k + 1])
@@ -137,7 +133,7 @@ class _Differentiator:
                 elif op.name in ("affine.if", "scf.if") and len(op.results):
                     for region in op.regions:
                         for block in region.blocks:
-                            for k, value in enumerate(_ops(block)[-1].operands):
+                            for k, value in enumerate(block_ops(block)[-1].operands):
                                 if value in active:
                                     mark(op.results[k])
                 elif op.results and op.name not in _ZERO_DERIVATIVE:
@@ -246,7 +242,7 @@ class _Differentiator:
         if isinstance(owner, ir.Block):
             body = self.forward[site].regions[0].blocks[0]
             stored = body.arguments[value.arg_number]
-            point = ir.InsertionPoint(_ops(body)[0])
+            point = ir.InsertionPoint(block_ops(body)[0])
         else:
             clone = self.forward[site]
             stored = clone.results[next(k for k, r in enumerate(site.results) if r == value)]
@@ -281,7 +277,7 @@ class _Differentiator:
         return found if found is not None else _zero(value.type)
 
     def reverse_block(self, frame: _Frame) -> None:
-        for op in reversed(_ops(frame.block)):
+        for op in reversed(block_ops(frame.block)):
             self.reverse_op(frame, op)
 
     def reverse_op(self, frame: _Frame, op: ir.Operation) -> None:
@@ -352,7 +348,7 @@ class _Differentiator:
             if loop.name == "affine.for" and len(loop.results):
                 kinds = _reduction_kinds(loop)
                 body = loop.regions[0].blocks[0]
-                yielded = list(_ops(body)[-1].operands)
+                yielded = list(block_ops(body)[-1].operands)
                 if not all(
                     kinds[k] == "add" and _private_sum(body.arguments[k + 1], yielded[k])
                     for k in range(len(loop.results))
@@ -460,7 +456,7 @@ class _Differentiator:
         threaded: list[int] = []
         if len(op.results):
             kinds = _reduction_kinds(op)
-            yielded = list(_ops(body)[-1].operands)
+            yielded = list(block_ops(body)[-1].operands)
             for k, result in enumerate(op.results):
                 running = body.arguments[k + 1]
                 if result not in self.active and running not in self.active:
@@ -522,7 +518,7 @@ class _Differentiator:
         for value, argument in zip(carried, iter_args, strict=False):
             inner.adjoints[value] = argument
         inner.adjoints.update(seeds)
-        yielded = list(_ops(body)[-1].operands)
+        yielded = list(block_ops(body)[-1].operands)
         with ir.InsertionPoint(inner_body):
             for k, argument in zip(threaded, iter_args[len(carried) :], strict=True):
                 self.add_adjoint(inner, yielded[k], argument)
@@ -572,7 +568,7 @@ class _Differentiator:
             inner = _Frame(block, frame, {}, anchor)
             inner.adjoints.update(zip(carried, initial, strict=True))
             with ir.InsertionPoint(target):
-                yielded = list(_ops(block)[-1].operands)
+                yielded = list(block_ops(block)[-1].operands)
                 for seed, value in zip(seeds, yielded, strict=True):
                     if seed is not None:
                         self.add_adjoint(inner, value, seed)
@@ -900,7 +896,7 @@ def _accumulated_load(store: ir.Operation) -> ir.Operation | None:
         k = next(i for i, r in enumerate(producer.results) if r == value)
         body = producer.regions[0].blocks[0]
         if _reduction_kinds(producer)[k] == "add" and _private_sum(
-            body.arguments[k + 1], list(_ops(body)[-1].operands)[k]
+            body.arguments[k + 1], list(block_ops(body)[-1].operands)[k]
         ):
             candidates = [_inits(producer)[k]]
     for candidate in candidates:
@@ -922,7 +918,7 @@ def _accumulated_load(store: ir.Operation) -> ir.Operation | None:
 
 
 def _stores_between(first: ir.Operation, last: ir.Operation, array: ir.Value) -> bool:
-    ops = _ops(first.block)
+    ops = block_ops(first.block)
     begin = next(k for k, op in enumerate(ops) if op == first)
     stop = next(k for k, op in enumerate(ops) if op == last)
     return any(
@@ -949,7 +945,7 @@ def _private_sum(running: ir.Value, last: ir.Value) -> bool:
             if k < 0 or _reduction_kinds(user)[k] != "add":
                 return False
             inner = user.regions[0].blocks[0]
-            if not _private_sum(inner.arguments[k + 1], list(_ops(inner)[-1].operands)[k]):
+            if not _private_sum(inner.arguments[k + 1], list(block_ops(inner)[-1].operands)[k]):
                 return False
             value = user.results[k]
         else:
@@ -1028,11 +1024,11 @@ def differentiate(
             else:
                 scalar_shadows[argument] = shadow
     seeds = list(extra)
-    returned = list(_ops(primal_body)[-1].operands)
+    returned = list(block_ops(primal_body)[-1].operands)
     forward: dict[ir.Operation, ir.Operation] = {}
     freed: list[ir.Value] = []  # local arrays and their shadows, freed at the very end
     with ir.InsertionPoint(entry):
-        for op in _ops(primal_body)[:-1]:  # the forward sweep
+        for op in block_ops(primal_body)[:-1]:  # the forward sweep
             if op.name == "memref.dealloc" and op.operands[0] in shadows:
                 continue  # the adjoint sweep reads the array: freed at the end
             copy = op.clone()

@@ -34,6 +34,7 @@ from mlir.dialects import arith, gpu, memref, scf
 from polyflow.ir.affine import index_constant
 from polyflow.ir.ops import (
     all_operands,
+    block_ops,
     defined_in,
     index_value,
     remap_operands,
@@ -102,10 +103,6 @@ def promote_to_shared(parts: KernelParts, budget: int) -> list[Promoted]:
 # ----- analysis (nothing changes here)
 
 
-def _ops(block: ir.Block) -> list[ir.Operation]:
-    return [op.operation for op in block.operations]
-
-
 def _is_pure(op: ir.Operation) -> bool:
     return not op.regions and op.name.startswith(("arith.", "math.", "index."))
 
@@ -160,7 +157,7 @@ def _writes(launch: ir.Operation) -> list[ir.Value]:
 def _plan(
     parts: KernelParts, budget: int
 ) -> tuple[ir.Operation, list[list[_Read]], int, list[ir.Operation]] | None:
-    body = _ops(parts.guard.regions[0].blocks[0])
+    body = block_ops(parts.guard.regions[0].blocks[0])
     loops = [op for op in body if op.name == "scf.for"]
     written = _writes(parts.launch)
     for loop in loops:
@@ -173,7 +170,7 @@ def _plan(
             continue
         k = loop.regions[0].blocks[0].arguments[0]
         reads = []
-        for op in _ops(loop.regions[0].blocks[0]):
+        for op in block_ops(loop.regions[0].blocks[0]):
             if op.name != "memref.load":
                 continue
             array = op.operands[0]
@@ -296,7 +293,7 @@ def _rewrite(
 ) -> list[Promoted]:
     loc = loop.location
     launch_body = parts.launch.regions[0].blocks[0]
-    first = _ops(launch_body)[0]
+    first = block_ops(launch_body)[0]
     k = loop.regions[0].blocks[0].arguments[0]
     initial = list(loop.operands)[3:]
     depth = len(parts.ivs)
@@ -314,7 +311,7 @@ def _rewrite(
     lower, upper = loop.operands[0], loop.operands[1]
     if parts.exact:
         # (the guard is always true) its body runs unguarded, L's values carried by the strip
-        for op in _ops(guard_block)[:-1]:
+        for op in block_ops(guard_block)[:-1]:
             op.move_before(parts.guard)
         parts.guard.erase()
         with ir.InsertionPoint(loop), loc:
@@ -322,7 +319,7 @@ def _rewrite(
         carried_in: list[ir.Value] = list(strip.inner_iter_args)
     else:
         # (1) the guard keeps the body before L; L's initial values go to the slots
-        written = _ops(guard_block)
+        written = block_ops(guard_block)
         position = written.index(loop)
         post = written[position + 1 : -1]
         with ir.InsertionPoint(loop), loc:
@@ -362,13 +359,13 @@ def _rewrite(
             inner = scf.ForOp(kk, stop, index_value(1), carried)
             done = scf.YieldOp([])
     old_body = loop.regions[0].blocks[0]
-    for op in _ops(old_body):  # L's body, its yield included, becomes the inner loop's
+    for op in block_ops(old_body):  # L's body, its yield included, becomes the inner loop's
         inner.body.append(op)
     old_args = list(old_body.arguments)
     new_args = [inner.induction_variable, *inner.inner_iter_args]
     for old, new in zip(old_args, new_args, strict=True):
         old.replace_all_uses_with(new)
-    remap_operands(_ops(inner.body), mapping)
+    remap_operands(block_ops(inner.body), mapping)
     if done is not None:
         with ir.InsertionPoint(done), loc:
             for slot, result in zip(slots, inner.results, strict=True):

@@ -21,6 +21,11 @@ def walk(op: ir.Operation) -> Iterator[ir.Operation]:
                 yield from walk(inner.operation)
 
 
+def block_ops(block: ir.Block) -> list[ir.Operation]:
+    """The ops of a block, its terminator included."""
+    return [op.operation for op in block.operations]
+
+
 def ops_named(op: ir.Operation, name: str) -> list[ir.Operation]:
     """The ops called `name` nested in `op`, outermost first (not those nested in a match)."""
     found: list[ir.Operation] = []

@@ -51,6 +51,7 @@ from mlir.dialects import arith, scf, vector
 
 from polyflow.ir.affine import affine_if_condition
 from polyflow.ir.aliasing import may_alias
+from polyflow.ir.ops import block_ops
 from polyflow.ir.remarks import attach_remarks, remark_at
 from polyflow.report import Remark
 
@@ -104,10 +105,6 @@ class Contraction:
     epilogue: list[ir.Operation] = field(default_factory=list)
 
 
-def _ops(block: ir.Block) -> list[ir.Operation]:
-    return [op.operation for op in block.operations]
-
-
 def _iv(loop: ir.Operation) -> ir.Value:
     return loop.regions[0].blocks[0].arguments[0]
 
@@ -159,7 +156,7 @@ def _is_unit_plus_rest(
 
 
 def _perfect_child(loop: ir.Operation) -> ir.Operation | None:
-    ops = _ops(loop.regions[0].blocks[0])
+    ops = block_ops(loop.regions[0].blocks[0])
     if len(ops) == 2 and ops[0].name == "affine.for":
         return ops[0]
     return None
@@ -224,13 +221,13 @@ def match_contraction(inner: ir.Operation, fn: ir.Operation) -> Contraction | st
     if not _is_perfect_child(outer, mid):
         return "not a perfect nest"
     if len(inner.results) == 1:  # (u, v, r) with r a reduction carried in a register
-        if inner not in _ops(mid.regions[0].blocks[0]):
+        if inner not in block_ops(mid.regions[0].blocks[0]):
             return "not a perfect nest"
         loops = [outer, mid, inner]
-        mid_ops = _ops(mid.regions[0].blocks[0])[:-1]
+        mid_ops = block_ops(mid.regions[0].blocks[0])[:-1]
         at = mid_ops.index(inner)
         prologue, epilogue = mid_ops[:at], mid_ops[at + 1 :]
-        r_body = _ops(inner.regions[0].blocks[0])[:-1]
+        r_body = block_ops(inner.regions[0].blocks[0])[:-1]
         outside = [*prologue, *epilogue]
         reduction: ir.Operation | None = inner
     else:
@@ -238,7 +235,7 @@ def match_contraction(inner: ir.Operation, fn: ir.Operation) -> Contraction | st
             return "not a perfect nest"
         loops = [outer, mid, inner]
         prologue, epilogue, outside = [], [], []
-        r_body = _ops(inner.regions[0].blocks[0])[:-1]
+        r_body = block_ops(inner.regions[0].blocks[0])[:-1]
         reduction = None
     if not all(_step_one(loop) for loop in loops):
         return "a loop has a step other than 1"
@@ -367,7 +364,7 @@ def _collect(
                 affine_if_condition(op)
             except Exception:
                 return "a guard's condition cannot be read back"
-            problem = _collect(_ops(op.regions[0].blocks[0])[:-1], stores, loads)
+            problem = _collect(block_ops(op.regions[0].blocks[0])[:-1], stores, loads)
             if problem:
                 return problem
         elif op.name == "arith.constant":
@@ -781,7 +778,7 @@ class _Body:
             self.k = loop.induction_variable
             self.values[block.arguments[1]] = dict(zip(keys, loop.inner_iter_args, strict=True))
             self.run(self.e.nest.body)
-            yielded = self._lanes(_ops(block)[-1].operands[0])
+            yielded = self._lanes(block_ops(block)[-1].operands[0])
             scf.YieldOp([self._at(yielded, r, c, True) for r, c in keys], loc=self.e.loc)
         self.k, self.broadcasts = None, saved
         self.values[reduction.results[0]] = dict(zip(keys, loop.results, strict=True))
@@ -908,7 +905,7 @@ class _Body:
             check = arith.CmpIOp(predicate, value, zero, loc=self.e.loc).result
             test = check if test is None else arith.AndIOp(test, check, loc=self.e.loc).result
         if test is None:
-            self.run(_ops(op.regions[0].blocks[0])[:-1])
+            self.run(block_ops(op.regions[0].blocks[0])[:-1])
             return
         keys = list(self.current)
         types = [self.current[key].type for key in keys]
@@ -916,7 +913,7 @@ class _Body:
         before = dict(self.current)
         with ir.InsertionPoint(branch.then_block):
             saved = dict(self.broadcasts)
-            self.run(_ops(op.regions[0].blocks[0])[:-1])
+            self.run(block_ops(op.regions[0].blocks[0])[:-1])
             scf.YieldOp([self.current[key] for key in keys], loc=self.e.loc)
             self.broadcasts = saved  # values made in the branch do not dominate what follows
         with ir.InsertionPoint(branch.else_block):
@@ -943,7 +940,7 @@ def vectorize_contractions(
             and _perfect_child(op) is None
             and not any(
                 o.name in ("affine.for", "affine.parallel", "scf.for")
-                for o in _ops(op.regions[0].blocks[0])
+                for o in block_ops(op.regions[0].blocks[0])
             )
         ):
             inner_loops.append(op)

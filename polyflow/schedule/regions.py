@@ -39,6 +39,7 @@ from polyflow.ir.affine_text import (
 from polyflow.ir.aliasing import may_alias
 from polyflow.ir.locations import source_position
 from polyflow.ir.names import NOT_AFFINE_ATTR, REGION_START_ATTR
+from polyflow.ir.ops import block_ops
 
 # Ops that touch no memory and have no regions: they may be cloned into every statement.
 _PURE_PREFIXES = ("arith.", "math.", "index.")
@@ -80,11 +81,6 @@ def ancestor_in(op: ir.Operation, block: ir.Block) -> ir.Operation | None:
             return current
         current = parent.operation
     return None
-
-
-def block_ops(block: ir.Block) -> list[ir.Operation]:
-    """The ops of a block, its terminator included."""
-    return [op.operation for op in block.operations]
 
 
 def body_ops(block: ir.Block) -> list[ir.Operation]:
