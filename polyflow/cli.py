@@ -9,11 +9,14 @@ import sys
 from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from polyflow.errors import CompileError
 from polyflow.options import BUILD_DEFAULTS, TC_DEFAULTS, EmitStage, PipelineStage
 from polyflow.report import CompileReport
+
+if TYPE_CHECKING:
+    from polyflow.drivers.build import BuildReport
 
 EMITS = list(get_args(EmitStage))
 # to stdout unless -o says otherwise (LLVM IR goes to a .ll file, binaries to files)
@@ -524,15 +527,7 @@ def _build(args: argparse.Namespace, options: object) -> int:
         )
         for warning in report.warnings:
             print(warning, file=sys.stderr)
-        if report.raising is not None:  # stderr, so that `-o -` output stays clean
-            print(report.raising.format(), file=sys.stderr)
-        if args.report:
-            for note in report.notes:
-                print(f"note: {note}", file=sys.stderr)
-            facts = report.report.select(stage="schedule", severity="remark")
-            facts += report.report.select(stage="gpu", severity="remark")
-            if facts:
-                print(CompileReport(remarks=facts).format(["remark"]), file=sys.stderr)
+        _print_report(report, args.report)
         if args.report_json:
             Path(args.report_json).write_text(report.report.to_json() + "\n")
         if to_stdout:
@@ -556,16 +551,26 @@ def _build_program_of_units(args: argparse.Namespace, options: Any) -> int:
 
     if args.emit != "exe":
         raise UsageError("--emit needs one source file (several are compiled and linked)")
+    if args.report_json or args.time:
+        raise UsageError(
+            "--report-json and --time need one source file (--report prints each file's)"
+        )
     sources = [Path(args.source), *map(Path, args.more_sources)]
     with tempfile.TemporaryDirectory(prefix="polyflow-build-") as tmp:
         objects, parallel, gradients = [], False, []
         for k, source in enumerate(sources):
             obj = Path(tmp) / f"{k}-{source.stem}.o"
             report = build_program(
-                source, obj, options=options, link=False, cache="default" if args.cache else None
+                source,
+                obj,
+                options=options,
+                link=False,
+                raise_report=args.report,
+                cache="default" if args.cache else None,
             )
             for warning in report.warnings:
                 print(warning, file=sys.stderr)
+            _print_report(report, args.report)
             objects.append(str(obj))
             parallel = parallel or report.parallel
             gradients += report.gradients
@@ -577,6 +582,23 @@ def _build_program_of_units(args: argparse.Namespace, options: Any) -> int:
         if done.returncode != 0:
             raise CompileError(f"linking failed:\n{done.stderr.strip()}")
     return 0
+
+
+def _print_report(report: BuildReport, remarks: bool) -> None:
+    """On stderr (so that `-o -` output stays clean): the raising table where it was asked for,
+    and with `remarks` the notes and what scheduling, differentiation and GPU mapping did."""
+    if report.raising is not None:
+        print(report.raising.format(), file=sys.stderr)
+    if remarks:
+        for note in report.notes:
+            print(f"note: {note}", file=sys.stderr)
+        facts = [
+            remark
+            for stage in ("grad", "schedule", "gpu")
+            for remark in report.report.select(stage=stage, severity="remark")
+        ]
+        if facts:
+            print(CompileReport(remarks=facts).format(["remark"]), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -311,6 +311,17 @@ class Options(BaseModel):
         "float scalar); repeat for several functions",
         json_schema_extra=_cli(kind="append", metavar="NAME[:ARG,...]"),
     )
+    checkpoint_steps: int | None = Field(
+        default=None,
+        ge=0,
+        description="gradients: a top-level loop whose adjoint would tape every iteration "
+        "(a time loop that overwrites its arrays) is checkpointed instead: the forward sweep "
+        "snapshots the arrays it writes every K iterations, the adjoint runs each segment "
+        "again from its snapshot and tapes only that segment. None: where sizes are known "
+        "and it at least halves the memory, K near sqrt(iterations x state / tape per "
+        "iteration); 0: never; K: every such loop, segments of K iterations",
+        json_schema_extra=_cli(metavar="K"),
+    )
     debug_info: bool = Field(
         default=False,
         description="-g: line tables for the functions compiled through MLIR (each instruction "

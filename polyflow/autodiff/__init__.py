@@ -59,7 +59,13 @@ def differentiate_module(module: ir.Module, options: Options) -> ir.Module:
         )
         with module.context, primal.location:
             try:
-                differentiate(primal, gradient, active, fast=options.reassociation)
+                differentiate(
+                    primal,
+                    gradient,
+                    active,
+                    fast=options.reassociation,
+                    checkpoint_steps=options.checkpoint_steps,
+                )
             except NotDifferentiable as error:
                 message = f"cannot differentiate '{name}': {error.message}"
                 raise compile_error_at(error.location, message) from None

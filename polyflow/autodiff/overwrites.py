@@ -178,6 +178,60 @@ class Overwrites:
         amap = ir.AffineMapAttr(op.attributes["map"]).value
         return self.namer.map_results(amap, list(op.operands)[first:], ivs)
 
+    # ----- the part of an array a loop writes
+
+    def written_box(self, loop: ir.Operation, array: ir.Value) -> list[tuple[Bound, Bound]] | None:
+        """(lowest, highest) subscript in each dimension of the elements of `array` that the
+        stores in `loop` write, as affine functions of the parameters; None where a store
+        reaches it through a view or without affine subscripts, or isl gives no single affine
+        bound."""
+        stores = [
+            op
+            for op in walk(loop)
+            if op.name in ("affine.store", "memref.store") and view_root(op.operands[1]) == array
+        ]
+        rank = ir.MemRefType(array.type).rank
+        names = [f"e{k}" for k in range(rank)]
+        try:
+            written: isl.Set | None = None
+            for store in stores:
+                if store.operands[1] != array:
+                    return None
+                around = enclosing(store, self.function)
+                store_loops = [o for o, _ in around if o.name == "affine.for"]
+                inner = [f"b{k}" for k in range(len(store_loops))]
+                ivs = {
+                    o.regions[0].blocks[0].arguments[0]: n
+                    for o, n in zip(store_loops, inner, strict=True)
+                }
+                subscripts = self._subscripts(store, 2, ivs)
+                if subscripts is None:
+                    return None
+                constraints = self._domain(around, ivs) + [
+                    f"{e} = {x}" for e, x in zip(names, subscripts, strict=True)
+                ]
+                params = ", ".join(self.namer.params.values())
+                exists = f"exists ({', '.join(inner)} : " if inner else "("
+                piece = isl.Set(
+                    f"[{params}] -> {{ [{', '.join(names)}] : {exists}"
+                    f"{' and '.join(constraints) or 'true'}) }}"
+                )
+                written = piece if written is None else written.union(piece)
+            if written is None:
+                return []  # nothing written
+            written = written.coalesce()
+            by_name = {n: v for v, n in self.namer.params.items()}
+            out: list[tuple[Bound, Bound]] = []
+            for k in range(rank):
+                low = _bound(written.dim_min(k).coalesce(), by_name)
+                high = _bound(written.dim_max(k).coalesce(), by_name)
+                if low is None or high is None:
+                    return None
+                out.append((low, high))
+            return out
+        except (NotModeled, isl.Error):
+            return None
+
     # ----- the box of a tape
 
     def box(self, loops: Sequence[ir.Operation]) -> list[tuple[Bound, Bound]] | None:

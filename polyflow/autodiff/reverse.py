@@ -27,10 +27,20 @@ from typing import Any
 from mlir import ir
 from mlir.dialects import affine, arith, func, math, memref, scf
 
-from polyflow.ir.aliasing import VIEW_OPS
+from polyflow.ir.affine import substituted
+from polyflow.ir.aliasing import VIEW_OPS, view_root
 from polyflow.ir.names import REDUCTIONS_ATTR, REGION_START_ATTR
 from polyflow.ir.ops import all_operands, block_ops, defined_in, remap_operands, walk
+from polyflow.ir.remarks import attach_remarks, remark_at
 
+from .checkpoint import (
+    Region,
+    copy_state,
+    restricted_loop,
+    segments_of,
+    snapshots,
+    static_trip_count,
+)
 from .contraction import order_as_contraction
 from .overwrites import Bound, Overwrites
 
@@ -78,6 +88,7 @@ class _Differentiator:
         shadows: dict[ir.Value, ir.Value],
         fast: bool,
         active_scalars: set[ir.Value] | None = None,
+        checkpoint_steps: int | None = None,
     ) -> None:
         self.primal = primal
         self.shadows = shadows  # primal memref argument -> its shadow in the gradient
@@ -101,6 +112,18 @@ class _Differentiator:
         # while such a nest's adjoint is emitted: its iterations commute (each reads its own
         # seeds and adds to shadows), so its loops run in the primal's order
         self.in_order = False
+        # checkpointing (`checkpoint.py`): None: where it saves memory; 0: never; else the
+        # segment length of every top-level loop that tapes
+        self.checkpoint_steps = checkpoint_steps
+        # while a checkpointed loop's segment is reversed: its tapes are allocated here, and
+        # each checkpointed loop's tape dimension holds one segment
+        self.tape_point: ir.InsertionPoint | None = None
+        self.checkpointed: dict[ir.Operation, int] = {}
+        self.checkpoint_notes: list[tuple[ir.Location, str]] = []
+        # set by `differentiate`: an op marking the end of the forward sweep; and the states
+        # (regions, snapshots, slot) copied back at the end of the gradient
+        self.forward_end: ir.Operation | None = None
+        self.final_states: list[tuple[list[Region], list[ir.Value], ir.Value]] = []
 
     # ----- which values carry derivatives
 
@@ -214,11 +237,17 @@ class _Differentiator:
             key=lambda v: self._parameter_rank(v),
         )
         top = self.top_values
-        with ir.InsertionPoint(self.forward[_top_level(site, self.primal)]):
+        placement = self.tape_point or ir.InsertionPoint(
+            self.forward[_top_level(site, self.primal)]
+        )
+        with placement:
             shape: list[int] = []
             sizes: list[ir.Value] = []
-            for low, high in box:
-                if not (low.parameters() or high.parameters() or low.divs or high.divs):
+            for loop, (low, high) in zip(loops, box, strict=True):
+                if loop in self.checkpointed:  # one segment of it
+                    shape.append(self.checkpointed[loop])
+                    continue
+                if _constant(low) and _constant(high):
                     shape.append(max(0, high.constant - low.constant + 1))
                     continue
                 shape.append(ir.ShapedType.get_dynamic_size())
@@ -236,7 +265,13 @@ class _Differentiator:
         index = ir.AffineMap.get(
             len(loops),
             len(params),
-            [ir.AffineDimExpr.get(k) - _bound_expr(low, params) for k, (low, _) in enumerate(box)],
+            [
+                # a segment's iterations are C consecutive ones: distinct modulo C
+                (ir.AffineDimExpr.get(k) - _bound_expr(low, params)) % self.checkpointed[loop]
+                if loop in self.checkpointed
+                else ir.AffineDimExpr.get(k) - _bound_expr(low, params)
+                for k, (loop, (low, _)) in enumerate(zip(loops, box, strict=True))
+            ],
         )
         forward_ivs = [self.forward[loop].regions[0].blocks[0].arguments[0] for loop in loops]
         if isinstance(owner, ir.Block):
@@ -291,7 +326,10 @@ class _Differentiator:
         elif name == "affine.for":
             groups = self._distribution(op) if frame.parent is None else None
             if groups is None:
-                self._loop(frame, op)
+                if frame.parent is None and self.checkpoint_steps != 0:
+                    self._top_level_loop(frame, op)
+                else:
+                    self._loop(frame, op)
                 return
             self.in_order = True
             # active values from outside (a scalar argument): their adjoints are summed by the
@@ -446,8 +484,14 @@ class _Differentiator:
                             out.append(value)
         return out
 
-    def _loop(self, frame: _Frame, op: ir.Operation) -> ir.Operation:
-        """Emit the adjoint of loop `op`; returns the loop it builds."""
+    def _loop(
+        self,
+        frame: _Frame,
+        op: ir.Operation,
+        bounds: tuple[ir.AffineMap, list[ir.Value], ir.AffineMap, list[ir.Value]] | None = None,
+    ) -> ir.Operation:
+        """Emit the adjoint of loop `op` (over `bounds`, adjoint values, in place of its own
+        where given: one segment of it); returns the loop it builds."""
         step = ir.IntegerAttr(op.attributes["step"]).value
         body = op.regions[0].blocks[0]
         seeds: dict[ir.Value, ir.Value] = {}
@@ -474,9 +518,12 @@ class _Differentiator:
                     )
                 threaded.append(k)
         carried = self._carried(op)
-        lower_map, lower_operands, upper_map, upper_operands = _bounds(op)
-        lower = [self.value(frame, v) for v in lower_operands]
-        upper = [self.value(frame, v) for v in upper_operands]
+        if bounds is None:
+            lower_map, lower_operands, upper_map, upper_operands = _bounds(op)
+            lower = [self.value(frame, v) for v in lower_operands]
+            upper = [self.value(frame, v) for v in upper_operands]
+        else:
+            lower_map, lower, upper_map, upper = bounds
         initial = [self._current(frame, v) for v in carried]
         initial += [self._current(frame, op.results[k]) for k in threaded]
         for k in threaded:
@@ -532,6 +579,173 @@ class _Differentiator:
         for k, result in zip(threaded, results[len(carried) :], strict=True):
             self.add_adjoint(frame, _inits(op)[k], result)
         return reversed_loop.operation
+
+    # ----- checkpointing (checkpoint.py)
+
+    def _top_level_loop(self, frame: _Frame, op: ir.Operation) -> None:
+        """Reverse top-level loop `op`; where that tapes values of its iterations and
+        checkpointing pays (or is asked for), once more with checkpoints instead."""
+        tapes, taped, adjoints, kept = (
+            len(self.tapes), dict(self.taped), dict(frame.adjoints), list(self.kept)
+        )  # fmt: skip
+        adjoint = self._loop(frame, op)
+        made = self.tapes[tapes:]
+        plan = self._checkpoint_plan(op, made) if made else None
+        if plan is None:
+            return
+        adjoint.erase()
+        for tape in made:  # its stores in the forward sweep, then itself
+            for use in list(tape.uses):
+                use.owner.erase()
+            tape.owner.erase()
+        del self.tapes[tapes:]
+        self.taped, self.kept = taped, kept
+        frame.adjoints.clear()
+        frame.adjoints.update(adjoints)
+        self._checkpointed_loop(frame, op, *plan)
+
+    def _checkpoint_plan(
+        self, op: ir.Operation, tapes: list[ir.Value]
+    ) -> tuple[int, list[Region], str] | None:
+        """(segment length, the arrays `op` writes, a note for the report) when loop `op`,
+        whose adjoint made `tapes`, is to be checkpointed: always where `checkpoint_steps`
+        asks (and the loop has more iterations), else when sizes are known and the snapshots
+        and one segment's tapes take at most half the memory of the whole tapes."""
+        state = self._state(op)
+        if len(op.results) or state is None or segments_of(op, 1) is None:
+            return None
+        trip = static_trip_count(op)
+        per_step = _bytes_per_first_index(tapes)
+        state_bytes = _bytes_of(state)
+        if self.checkpoint_steps is not None:
+            length = self.checkpoint_steps
+            if trip is not None and length >= trip:
+                return None
+        else:
+            if trip is None or per_step is None or state_bytes is None or trip < 4:
+                return None
+            length = max(1, round(pymath.sqrt(trip * state_bytes / per_step)))
+            with_checkpoints = (-(-trip // length) + 1) * state_bytes + length * per_step
+            if length >= trip or 2 * with_checkpoints > trip * per_step:
+                return None
+        note = f"checkpointed: the adjoint runs it again in segments of {length} iterations"
+        if trip is not None and per_step is not None and state_bytes is not None:
+            segments = -(-trip // length)
+            note += (
+                f", from {segments + 1} snapshots of {_size(state_bytes)} (tapes "
+                f"{_size(length * per_step)} instead of {_size(trip * per_step)})"
+            )
+        return length, state, note
+
+    def _state(self, op: ir.Operation) -> list[Region] | None:
+        """The parts of arrays that loop `op` writes (boxes, in the gradient's values); None
+        where it writes an array defined inside it or a part isl cannot bound."""
+        roots: list[ir.Value] = []
+        for inner in walk(op):
+            if inner.name not in _STORES:
+                continue
+            root = view_root(inner.operands[1])
+            if root not in self.top_values:
+                return None
+            if not any(root == seen for seen in roots):
+                roots.append(root)
+        state = []
+        for root in roots:
+            box = self.overwrites.written_box(op, root)
+            if box is None:
+                return None
+            params = sorted(
+                {v for low, high in box for v in (*low.parameters(), *high.parameters())},
+                key=lambda v: self._parameter_rank(v),
+            )
+            lows = [_bound_expr(low, params) for low, _ in box]
+            extents = [
+                ir.AffineConstantExpr.get(high.constant - low.constant + 1)
+                if _constant(low) and _constant(high)
+                else _bound_expr(high, params) - _bound_expr(low, params) + 1
+                for low, high in box
+            ]
+            values = [self.top_values[p] for p in params]
+            state.append(Region(self.top_values[root], lows, extents, values))
+        return state
+
+    def _checkpointed_loop(
+        self, frame: _Frame, op: ir.Operation, length: int, state: list[Region], note: str
+    ) -> None:
+        """Reverse top-level loop `op` segment by segment from snapshots of its state (the
+        forward sweep's copy of it stripmined and snapshotting); see checkpoint.py."""
+        segments = segments_of(op, length)
+        assert segments is not None
+        params = [self.value(frame, v) for v in segments.operands]
+        n = len(params)
+        zero = ir.AffineMap.get(0, 0, [ir.AffineConstantExpr.get(0)])
+        one = ir.AffineMap.get(0, 0, [ir.AffineConstantExpr.get(1)])
+        lower, upper = segments.first()
+        forward = self.forward[op]
+        with ir.InsertionPoint(forward), op.location:
+            count_map = ir.AffineMap.get(0, n, [ir.AffineConstantExpr.get(0), segments.count()])
+            count = affine.AffineMaxOp(count_map, params).result
+            slots = affine.AffineApplyOp(
+                ir.AffineMap.get(0, 1, [ir.AffineSymbolExpr.get(0) + 1]), [count]
+            ).result
+            copies = snapshots(state, slots)
+            self.tapes += copies  # freed at the end with the tapes
+            forward_segments = affine.AffineForOp(
+                zero,
+                ir.AffineMap.get(0, n, [segments.count()]),
+                1,
+                [],
+                lower_bound_operands=[],
+                upper_bound_operands=params,
+            )
+            with ir.InsertionPoint(forward_segments.body):
+                copy_state(state, copies, forward_segments.induction_variable, save=True)
+                end = affine.AffineYieldOp([])
+        forward.move_before(end.operation)
+        forward_index = forward_segments.induction_variable
+        self.forward[op] = restricted_loop(forward, lower, upper, [forward_index, *params])
+        assert self.forward_end is not None
+        with ir.InsertionPoint(self.forward_end), op.location:
+            # the state at the end of the forward sweep, restored at the end of the gradient
+            # (the segments' runs change it; later statements may have written it again)
+            copy_state(state, copies, count, save=True)
+        self.final_states.append((state, copies, count))
+
+        carried = self._carried(op)
+        initial = [self._current(frame, v) for v in carried]
+        with op.location:
+            backwards = affine.AffineForOp(
+                ir.AffineMap.get(0, n, [segments.count() * -1 + 1]),
+                one,
+                1,
+                initial,
+                lower_bound_operands=params,
+                upper_bound_operands=[],
+            )
+        saved = {o: self.forward[o] for o in walk(op)}
+        self.tape_point = ir.InsertionPoint(backwards.operation)
+        self.checkpointed[op] = length
+        with ir.InsertionPoint(backwards.body), op.location:
+            segment = affine.AffineApplyOp(
+                ir.AffineMap.get(1, 0, [ir.AffineDimExpr.get(0) * -1]),
+                [backwards.induction_variable],
+            ).result
+            copy_state(state, copies, segment, save=False)
+            rerun = op.clone()
+            remap_operands([rerun], self.top_values)
+            self.forward.update(zip(walk(op), walk(rerun), strict=True))
+            self.forward[op] = restricted_loop(rerun, lower, upper, [segment, *params])
+            for value, argument in zip(carried, backwards.inner_iter_args, strict=True):
+                frame.adjoints[value] = argument
+            segment_bounds = (lower, [segment, *params], upper, [segment, *params])
+            self._loop(frame, op, segment_bounds)
+            affine.AffineYieldOp([frame.adjoints[v] for v in carried])
+        for value, result in zip(carried, backwards.results, strict=True):
+            frame.adjoints[value] = result
+        self.forward.update(saved)
+        del self.checkpointed[op]
+        self.tape_point = None
+        self.checkpoint_notes.append((op.location, note))
 
     def _if(self, frame: _Frame, op: ir.Operation) -> None:
         """An `affine.if` or `scf.if`: reversed under the same condition, each branch's adjoint
@@ -773,30 +987,6 @@ def _negated(bound: ir.AffineMap) -> ir.AffineMap:
     )
 
 
-def _substituted(
-    expr: ir.AffineExpr, dims: list[ir.AffineExpr], symbols: list[ir.AffineExpr]
-) -> ir.AffineExpr:
-    """`expr` with its dims and symbols replaced by `dims` and `symbols`."""
-    if isinstance(expr, ir.AffineDimExpr):
-        return dims[expr.position]
-    if isinstance(expr, ir.AffineSymbolExpr):
-        return symbols[expr.position]
-    if isinstance(expr, ir.AffineConstantExpr):
-        return expr
-    assert isinstance(expr, ir.AffineBinaryExpr)
-    lhs = _substituted(expr.lhs, dims, symbols)
-    rhs = _substituted(expr.rhs, dims, symbols)
-    if isinstance(expr, ir.AffineAddExpr):
-        return lhs + rhs
-    if isinstance(expr, ir.AffineMulExpr):
-        return lhs * rhs
-    if isinstance(expr, ir.AffineModExpr):
-        return lhs % rhs
-    if isinstance(expr, ir.AffineFloorDivExpr):
-        return ir.AffineExpr.get_floor_div(lhs, rhs)
-    return ir.AffineExpr.get_ceil_div(lhs, rhs)
-
-
 def _reversed_strided_loop(
     lower_map: ir.AffineMap,
     lower: list[ir.Value],
@@ -812,10 +1002,10 @@ def _reversed_strided_loop(
     dims = [ir.AffineDimExpr.get(k) for k in range(n_lower + n_upper)]
     symbols = [ir.AffineSymbolExpr.get(k) for k in range(lower_map.n_symbols + upper_map.n_symbols)]
     lows = [
-        _substituted(e, dims[:n_lower], symbols[: lower_map.n_symbols]) for e in lower_map.results
+        substituted(e, dims[:n_lower], symbols[: lower_map.n_symbols]) for e in lower_map.results
     ]
     highs = [
-        _substituted(e, dims[n_lower:], symbols[lower_map.n_symbols :]) for e in upper_map.results
+        substituted(e, dims[n_lower:], symbols[lower_map.n_symbols :]) for e in upper_map.results
     ]
     step_expr = ir.AffineConstantExpr.get(step)
     starts = ir.AffineMap.get(
@@ -851,7 +1041,7 @@ def _reversed_strided_loop(
             ).result
         else:
             start_dims = [ir.AffineDimExpr.get(k) for k in range(n_lower)]
-            here = _substituted(
+            here = substituted(
                 lower_map.results[0],
                 start_dims,
                 [ir.AffineSymbolExpr.get(k) for k in range(lower_map.n_symbols)],
@@ -984,6 +1174,10 @@ def _top_level(op: ir.Operation, function: ir.Operation) -> ir.Operation:
     return op
 
 
+def _constant(bound: Bound) -> bool:
+    return not (bound.parameters() or bound.divs)
+
+
 def _bound_expr(bound: Bound, params: list[ir.Value]) -> ir.AffineExpr:
     expr: ir.AffineExpr = ir.AffineConstantExpr.get(bound.constant)
     for value, coefficient in bound.terms:
@@ -1001,12 +1195,17 @@ def _bound_expr(bound: Bound, params: list[ir.Value]) -> ir.AffineExpr:
 
 
 def differentiate(
-    primal: ir.Operation, gradient: ir.Operation, active: list[bool], fast: bool
+    primal: ir.Operation,
+    gradient: ir.Operation,
+    active: list[bool],
+    fast: bool,
+    checkpoint_steps: int | None = None,
 ) -> None:
     """Fill the declared `gradient` with primal's body and its adjoint sweep. The declaration
     takes primal's arguments, then one shadow per argument marked in `active` (an array's
     shadow has its type; a float scalar's is a one-element memref its adjoint is added to), then one
-    seed per float result of primal; it returns nothing."""
+    seed per float result of primal; it returns nothing. `checkpoint_steps`: see
+    `Options.checkpoint_steps`."""
     primal_body = primal.regions[0].blocks[0]
     primal_args = list(primal_body.arguments)
     declared = list(ir.FunctionType(ir.TypeAttr(gradient.attributes["function_type"]).value).inputs)
@@ -1048,8 +1247,11 @@ def differentiate(
                 shadows[op.results[0]] = shadow
                 if op.name == "memref.alloc":
                     freed += [copy.results[0], shadow]
-        differentiator = _Differentiator(primal, shadows, fast, set(scalar_shadows))
+        differentiator = _Differentiator(
+            primal, shadows, fast, set(scalar_shadows), checkpoint_steps
+        )
         differentiator.forward = forward
+        differentiator.forward_end = arith.ConstantOp(ir.IndexType.get(), 0).operation
         differentiator.top_values = values
         top = _Frame(primal_body, None, values)
         float_results = [v for v in returned if _is_float(v.type)]
@@ -1064,9 +1266,19 @@ def differentiate(
                 ).rank
                 total = arith.AddFOp(memref.LoadOp(shadow, at).result, adjoint).result
                 memref.StoreOp(total, shadow, at)
+        for state, copies, slot in differentiator.final_states:
+            copy_state(state, copies, slot, save=False)
+        differentiator.forward_end.erase()
         for array in [*differentiator.tapes, *freed]:
             memref.DeallocOp(array)
         func.ReturnOp([])
+    attach_remarks(
+        gradient,
+        [
+            remark_at(location, "grad", "checkpoint", "remark", note)
+            for location, note in differentiator.checkpoint_notes
+        ],
+    )
 
 
 def _stored_type(t: ir.Type) -> ir.Type:
@@ -1115,3 +1327,41 @@ def _fill_with_zeros(array: ir.Value) -> None:
             affine.AffineStoreOp(zero, array, indices, ir.AffineMap.get_identity(len(indices)))
         else:
             memref.StoreOp(zero, array, [])
+
+
+def _element_bytes(t: ir.Type) -> int:
+    if isinstance(t, ir.IndexType):
+        return 8
+    width = ir.FloatType(t).width if isinstance(t, ir.FloatType) else ir.IntegerType(t).width
+    return max(1, width // 8)
+
+
+def _bytes_of(state: list[Region]) -> int | None:
+    """The bytes of the regions together; None where a size is not a constant."""
+    total = 0
+    for region in state:
+        if not all(isinstance(e, ir.AffineConstantExpr) for e in region.extents):
+            return None
+        extents = [max(0, ir.AffineConstantExpr(e).value) for e in region.extents]
+        total += _element_bytes(ir.MemRefType(region.array.type).element_type) * pymath.prod(
+            extents
+        )
+    return total
+
+
+def _bytes_per_first_index(tapes: list[ir.Value]) -> int | None:
+    """The bytes `tapes` hold per value of their first index; None where a size is dynamic."""
+    total = 0
+    for tape in tapes:
+        tape_type = ir.MemRefType(tape.type)
+        if not tape_type.has_static_shape:
+            return None
+        total += _element_bytes(tape_type.element_type) * pymath.prod(tape_type.shape[1:])
+    return total
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} B"

@@ -43,3 +43,27 @@ def affine_if_condition(if_op: ir.Operation) -> tuple[list[ir.AffineExpr], list[
     lhs = ", ".join(p[:-4].strip() for p in parts)
     amap = ir.AffineMapAttr(ir.Attribute.parse(f"affine_map<{head} -> ({lhs})>")).value
     return list(amap.results), [p.endswith("== 0") for p in parts], amap.n_dims
+
+
+def substituted(
+    expr: ir.AffineExpr, dims: list[ir.AffineExpr], symbols: list[ir.AffineExpr]
+) -> ir.AffineExpr:
+    """`expr` with its dims and symbols replaced by `dims` and `symbols`."""
+    if isinstance(expr, ir.AffineDimExpr):
+        return dims[expr.position]
+    if isinstance(expr, ir.AffineSymbolExpr):
+        return symbols[expr.position]
+    if isinstance(expr, ir.AffineConstantExpr):
+        return expr
+    assert isinstance(expr, ir.AffineBinaryExpr)
+    lhs = substituted(expr.lhs, dims, symbols)
+    rhs = substituted(expr.rhs, dims, symbols)
+    if isinstance(expr, ir.AffineAddExpr):
+        return lhs + rhs
+    if isinstance(expr, ir.AffineMulExpr):
+        return lhs * rhs
+    if isinstance(expr, ir.AffineModExpr):
+        return lhs % rhs
+    if isinstance(expr, ir.AffineFloorDivExpr):
+        return ir.AffineExpr.get_floor_div(lhs, rhs)
+    return ir.AffineExpr.get_ceil_div(lhs, rhs)

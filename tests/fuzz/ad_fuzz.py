@@ -56,10 +56,13 @@ def check_kernel(
     args: list[str],
     arrays: dict[str, tuple[str, tuple[int, ...]]],
     rng: np.random.Generator,
+    checkpoint_steps: int | None = None,
 ) -> str:
-    """'ok', 'refused: <reason>', or 'FAILED: <why>'."""
+    """'ok', 'refused: <reason>', or 'FAILED: <why>'. `checkpoint_steps`: the option's value
+    (small values checkpoint every loop that tapes)."""
     try:
-        f = polyflow.compile_c(source, name, grad=True)
+        options = {"checkpoint_steps": checkpoint_steps}
+        f = polyflow.compile_c(source, name, grad=True, options=options)
     except CompileError as exc:
         return "refused: " + _reason(exc.message)
     values: list[Any] = []
@@ -84,7 +87,8 @@ def central_difference_mismatch(
     """`f.grad` (a `compile_c(grad=True)` callable: each float array or scalar argument
     followed by its shadow, a float result's seed last) against central differences of
     L = Σ seed·(final float arrays) + seed·result along 3 random directions (relative error
-    ≤ 1e-6); what differs, or None. `skip_if_not_finite`: None, unchecked, when the outputs
+    ≤ 1e-6), and the arrays `f.grad` leaves against `f`'s (its forward sweep is `f`); what
+    differs, or None. `skip_if_not_finite`: None, unchecked, when the outputs
     on `args` are not finite (data outside the kernel's domain)."""
     active = [
         k for k, a in enumerate(args)
@@ -129,6 +133,11 @@ def central_difference_mismatch(
     assert f.grad is not None
     reset()
     f.grad(*call)
+    for k, value in enumerate(finals):
+        if isinstance(value, np.ndarray):
+            left = call[k + sum(1 for j in active if j < k)]
+            if not np.allclose(left, value, rtol=1e-12, atol=0.0, equal_nan=True):
+                return f"argument {k} after the gradient differs from after the function"
     h = 1e-6
     for _ in range(3):
         direction = {k: rng.standard_normal(np.shape(args[k])) for k in active}
@@ -150,6 +159,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--checkpoint-steps",
+        type=int,
+        default=None,
+        help="the option's value: a small one checkpoints every loop that tapes",
+    )
     args = parser.parse_args()
     outcomes: Counter[str] = Counter()
     failures: list[str] = []
@@ -158,11 +173,11 @@ def main() -> int:
         arrays, calls = kernel_calls(source)
         rng = np.random.default_rng(seed)
         for name, call in calls:
-            outcome = check_kernel(source, name, call, arrays, rng)
+            steps = args.checkpoint_steps
+            outcome = check_kernel(source, name, call, arrays, rng, steps)
             if outcome.startswith("FAILED"):  # a kink crossed within h? other data once
-                outcome = check_kernel(
-                    source, name, call, arrays, np.random.default_rng(seed + 10**6)
-                )
+                other = np.random.default_rng(seed + 10**6)
+                outcome = check_kernel(source, name, call, arrays, other, steps)
             if outcome.startswith("FAILED"):
                 failures.append(f"seed {seed} {name}: {outcome}")
             outcomes["failed" if outcome.startswith("FAILED") else outcome] += 1
