@@ -55,6 +55,7 @@ bench-mini: bench-setup
 # bench_ad/results/<date>-<size>.{json,md,png}. `BENCH_ARGS="--size small"` for a quick run.
 bench-ad: setup
 	$(PY) -m bench_ad --size full $(BENCH_ARGS)
+	$(PY) -m bench_ad.checkpointing  # checkpointing's memory/time trade-off on a time loop
 
 # The long fuzz runs (nightly-style; make test runs a small sample of each):
 # 1. the harder random programs' generator stays free of undefined behaviour (UBSan + ASan);

@@ -317,9 +317,10 @@ class Options(BaseModel):
         description="gradients: a top-level loop whose adjoint would tape every iteration "
         "(a time loop that overwrites its arrays) is checkpointed instead: the forward sweep "
         "snapshots the arrays it writes every K iterations, the adjoint runs each segment "
-        "again from its snapshot and tapes only that segment. None: where sizes are known "
-        "and it at least halves the memory, K near sqrt(iterations x state / tape per "
-        "iteration); 0: never; K: every such loop, segments of K iterations",
+        "again from its snapshot and tapes only that segment. None: where sizes are known, "
+        "the tapes would take 8 MiB or more and it at least halves that, with K near "
+        "sqrt(iterations x state / tape per iteration); 0: never; K: every such loop, "
+        "segments of K iterations",
         json_schema_extra=_cli(metavar="K"),
     )
     debug_info: bool = Field(

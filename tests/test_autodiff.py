@@ -555,18 +555,22 @@ def test_checkpointed_time_loops_agree_with_central_differences(steps: int | Non
 
 
 def test_a_time_loop_with_known_sizes_is_checkpointed_where_it_saves_memory() -> None:
-    """With constant sizes the default checkpoints where the snapshots and one segment's
-    tapes take at most half the tape of every step, and the report says so; the gradient
-    allocates less and agrees with central differences."""
+    """With constant sizes the default checkpoints where the tape of every step would take
+    8 MiB or more and the snapshots and one segment's tapes at most half of that, and the
+    report says so; the gradient allocates less and agrees with central differences. At 64
+    points it does not (tapes of 100 kB)."""
     source = _EVOLVE.replace("int T, int n, ", "").replace("double *", "double ")
-    source = source.replace("double A", "double A[64]").replace("double B", "double B[64]")
-    source = source.replace("const double k", "const double k[64]")
-    source = source.replace("t < T", "t < 52").replace("n - 1", "63").replace("n / 2", "32")
+    source = source.replace("double A", "double A[512]").replace("double B", "double B[512]")
+    source = source.replace("const double k", "const double k[512]")
+    source = source.replace("t < T", "t < 602").replace("n - 1", "511").replace("n / 2", "256")
     rng = np.random.default_rng(3)
-    args = [0.1, *(rng.uniform(0.5, 1.5, 64) for _ in range(3))]
+    args = [0.1, *(rng.uniform(0.5, 1.5, 512) for _ in range(3))]
     checkpointed = compile_c(source, "evolve", grad=True)
     notes = [r.message for r in checkpointed.report.remarks if r.kind == "checkpoint"]
-    assert len(notes) == 1 and "segments of 5 iterations" in notes[0], notes
+    assert len(notes) == 1 and "segments of 17 iterations" in notes[0], notes
+    small = source.replace("512", "64").replace("511", "63").replace("256", "32")
+    small_notes = compile_c(small, "evolve", grad=True).report.remarks
+    assert not [r for r in small_notes if r.kind == "checkpoint"]
     assert central_difference_mismatch(checkpointed, args, rng) is None
     taped = compile_c(source, "evolve", grad=True, options={"checkpoint_steps": 0})
     grad_ir = {}

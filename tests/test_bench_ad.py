@@ -34,3 +34,15 @@ def test_small_run_of_trmv_and_gemm(tmp_path: Path) -> None:
         assert row["grad_s"] is not None and math.isfinite(row["grad_s"]), where
         assert row["max_rel_error"] <= 1e-9, where
         assert row["atomics"] == 0, (where, row["atomics_by_stage"])
+
+
+def test_the_checkpointing_table_compares_segment_lengths() -> None:
+    """`python -m bench_ad.checkpointing` at a tiny size: one row per segment length, the
+    gradients equal (the exit status says so)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench_ad.checkpointing", "--steps", "20", "--points", "64",
+         "--repeat", "1", "--segments", "0,4"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "tape of every step" in done.stdout and "segments of 4 iterations" in done.stdout

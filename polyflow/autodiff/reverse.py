@@ -55,6 +55,8 @@ class NotDifferentiable(Exception):
 
 
 _LOADS = ("affine.load", "memref.load")
+# the tape size below which the default does not checkpoint (it costs a second run of the loop)
+_CHECKPOINT_MIN_TAPE = 8 << 20
 _STORES = ("affine.store", "memref.store")
 # ops whose results never carry a derivative (their float results are pieces of rounding)
 _ZERO_DERIVATIVE = frozenset({"math.floor", "math.ceil", "math.round", "math.trunc"})
@@ -609,8 +611,9 @@ class _Differentiator:
     ) -> tuple[int, list[Region], str] | None:
         """(segment length, the arrays `op` writes, a note for the report) when loop `op`,
         whose adjoint made `tapes`, is to be checkpointed: always where `checkpoint_steps`
-        asks (and the loop has more iterations), else when sizes are known and the snapshots
-        and one segment's tapes take at most half the memory of the whole tapes."""
+        asks (and the loop has more iterations), else when sizes are known, the whole tapes
+        would take at least `_CHECKPOINT_MIN_TAPE` bytes, and the snapshots and one segment's
+        tapes at most half of that."""
         state = self._state(op)
         if len(op.results) or state is None or segments_of(op, 1) is None:
             return None
@@ -624,6 +627,8 @@ class _Differentiator:
         else:
             if trip is None or per_step is None or state_bytes is None or trip < 4:
                 return None
+            if trip * per_step < _CHECKPOINT_MIN_TAPE:
+                return None  # memory is no concern: the second run of the loop would be
             length = max(1, round(pymath.sqrt(trip * state_bytes / per_step)))
             with_checkpoints = (-(-trip // length) + 1) * state_bytes + length * per_step
             if length >= trip or 2 * with_checkpoints > trip * per_step:
