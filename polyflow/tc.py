@@ -127,18 +127,23 @@ class TcGradient:
             args = tuple(rest)
         if seed is None:
             raise TypeError(f"the gradient of {self.fn.name}() needs the output adjoint 'seed'")
-        _, adjoints = self.run(args, seed)
+        _, adjoints = self.run(args, seed, outputs=False)
         return adjoints[0] if len(adjoints) == 1 else tuple(adjoints)
 
-    def run(self, args: tuple[Any, ...], seed: Any) -> tuple[Any, list[np.ndarray]]:
+    def run(
+        self, args: tuple[Any, ...], seed: Any, *, outputs: bool = True
+    ) -> tuple[Any, list[np.ndarray]]:
         """(the outputs, the adjoints of the inputs of `wrt`, in signature order; only those
-        are computed: the others are not active in the compiled gradient)."""
+        are computed: the others are not active in the compiled gradient). Without `outputs`
+        the first is None, and the gradient skips the primal work only the outputs need."""
         fn = self.fn
         arrays = fn._arrays(args)
         wanted = tuple(t.name for t in fn.definition.inputs if t.name in self.wrt)
-        compiled = fn._compile_shapes([(a.shape, a.dtype) for a in arrays], grad=wanted)
+        compiled = fn._compile_shapes(
+            [(a.shape, a.dtype) for a in arrays], grad=wanted, discard_outputs=not outputs
+        )
         fn._check_gathers(compiled.specialized, arrays)
-        outputs = fn._outputs(compiled.specialized, None)
+        results = fn._outputs(compiled.specialized, None)
         definition = fn.definition
         seeds = self._seeds(compiled.specialized, seed)
         shadows: list[np.ndarray] = []
@@ -150,11 +155,13 @@ class TcGradient:
         for tensor, given in zip(definition.outputs, seeds, strict=True):
             if tensor.element in _FLOAT_ELEMENTS:
                 shadows.append(given)
-        everything = (*arrays, *outputs, *shadows)
+        everything = (*arrays, *results, *shadows)
         pointers = [ctypes.c_void_p(a.ctypes.data) for a in everything]
         packed = (ctypes.c_void_p * len(pointers))(*[ctypes.addressof(p) for p in pointers])
         compiled.call(packed)
-        result = outputs[0] if len(outputs) == 1 else tuple(outputs)
+        if not outputs:
+            return None, input_shadows
+        result = results[0] if len(results) == 1 else tuple(results)
         return result, input_shadows
 
     def _seeds(self, specialized: Specialized, seed: Any) -> list[np.ndarray]:
@@ -474,10 +481,12 @@ class TcFunction:
         shapes: list[tuple[tuple[int, ...], np.dtype[Any]]],
         *,
         grad: tuple[str, ...] | None = None,
+        discard_outputs: bool = False,
     ) -> Any:
         """The compiled kernel for these shapes and dtypes, or with `grad` (the inputs it is
-        taken with respect to) the compiled gradient."""
-        key = (*((shape, np.dtype(dtype).str) for shape, dtype in shapes), grad)
+        taken with respect to) the compiled gradient (with `discard_outputs`, one whose
+        caller ignores the outputs' final values)."""
+        key = (*((shape, np.dtype(dtype).str) for shape, dtype in shapes), grad, discard_outputs)
         compiled = self._cache.get(key)
         if compiled is None:
             probes = [
@@ -500,7 +509,13 @@ class TcFunction:
                     update["fusion"] = "min"
                 options = self.options.model_copy(update=update)
                 compiled = _build(
-                    specialized, self._callees, self.source, self.file, options, grad=grad
+                    specialized,
+                    self._callees,
+                    self.source,
+                    self.file,
+                    options,
+                    grad=grad,
+                    discard_outputs=discard_outputs,
                 )
             else:
                 build = _build_gpu if self.options.target == "cuda" else _build
@@ -533,6 +548,7 @@ def _build(
     options: Options,
     *,
     grad: tuple[str, ...] | None = None,
+    discard_outputs: bool = False,
 ) -> _Compiled:
     from mlir import ir
 
@@ -549,6 +565,7 @@ def _build(
             source=source,
             file=file,
             grad=grad if grad is not None else False,
+            discard_outputs=discard_outputs,
         )
         engine, result = jit_module(module, options)
     name = specialized.inferred.definition.name

@@ -201,6 +201,41 @@ def test_wrt_picks_inputs_and_vjp_returns_the_outputs_too() -> None:
     assert np.allclose(C, A @ B, rtol=1e-13) and np.array_equal(dA, dA3)
 
 
+def test_a_gradient_that_returns_only_adjoints_skips_the_primal_work_they_do_not_need() -> None:
+    """`fn.grad(wrt)(...)` returns adjoints only: the forward sweep leaves out the nests that
+    compute outputs nothing reads again (C = A·B for the gradient of a matmul), while `vjp`
+    computes them; both give the same adjoints. An intermediate output the adjoint reads
+    (`H` under tanh) is still computed."""
+    mm = tc.define("def mm(double(M,K) A, double(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }")
+    rng = np.random.default_rng(4)
+    a, b, seed = (
+        rng.standard_normal((6, 5)),
+        rng.standard_normal((5, 4)),
+        rng.standard_normal((6, 4)),
+    )
+    d_a, d_b = mm.grad()(a, b, seed=seed)
+    grad_ir = mm._last.stages["grad"]
+    adjoint_only = grad_ir[grad_ir.index("@mm_grad(") :]
+    c, (v_a, v_b) = mm.vjp(a, b, seed=seed)
+    vjp_ir = mm._last.stages["grad"]
+    with_outputs = vjp_ir[vjp_ir.index("@mm_grad(") :]
+    assert np.allclose(c, a @ b) and np.allclose(d_a, seed @ b.T) and np.allclose(d_b, a.T @ seed)
+    assert np.array_equal(d_a, v_a) and np.array_equal(d_b, v_b)
+    # the forward sweep's zeroing and product of C: 5 loops fewer
+    assert adjoint_only.count("affine.for") + 5 == with_outputs.count("affine.for")
+    layer = tc.define(
+        """def layer(double(B,I) X, double(O,I) W) -> (H, Y) {
+             H(b,o) +=! X(b,i) * W(o,i)
+             Y(b,o) = tanh(H(b,o))
+           }"""
+    )
+    x, w = rng.standard_normal((3, 5)), rng.standard_normal((2, 5))
+    seed_y = rng.standard_normal((3, 2))
+    d_w = layer.grad("W")(x, w, seed=[None, seed_y])
+    want = ((1 - np.tanh(x @ w.T) ** 2) * seed_y).T @ x
+    assert np.allclose(d_w, want)
+
+
 def test_products_with_zeros_and_ties_of_max_are_exact() -> None:
     # (compile_timeout: isl's scheduler runs long on this adjoint's scop; noted as a defect)
     fn = tc.define(

@@ -15,7 +15,12 @@ from mlir import ir
 
 from polyflow.errors import CompileError
 from polyflow.ir.locations import compile_error_at
-from polyflow.ir.names import ACTIVE_ARGUMENTS_ATTR, DISPATCHER_ATTR, gradient_name
+from polyflow.ir.names import (
+    ACTIVE_ARGUMENTS_ATTR,
+    DISCARDED_ARGUMENTS_ATTR,
+    DISPATCHER_ATTR,
+    gradient_name,
+)
 from polyflow.options import Options, grad_spec
 
 from .reverse import NotDifferentiable, differentiate
@@ -57,6 +62,14 @@ def differentiate_module(module: ir.Module, options: Options) -> ir.Module:
             if ACTIVE_ARGUMENTS_ATTR in gradient.attributes
             else active_arguments(types)
         )
+        discarded = (
+            [
+                ir.BoolAttr(a).value
+                for a in ir.ArrayAttr(gradient.attributes[DISCARDED_ARGUMENTS_ATTR])
+            ]
+            if DISCARDED_ARGUMENTS_ATTR in gradient.attributes
+            else None
+        )
         with module.context, primal.location:
             try:
                 differentiate(
@@ -65,10 +78,12 @@ def differentiate_module(module: ir.Module, options: Options) -> ir.Module:
                     active,
                     fast=options.reassociation,
                     checkpoint_steps=options.checkpoint_steps,
+                    discarded=discarded,
                 )
             except NotDifferentiable as error:
                 message = f"cannot differentiate '{name}': {error.message}"
                 raise compile_error_at(error.location, message) from None
-            if ACTIVE_ARGUMENTS_ATTR in gradient.attributes:
-                del gradient.attributes[ACTIVE_ARGUMENTS_ATTR]
+            for attribute in (ACTIVE_ARGUMENTS_ATTR, DISCARDED_ARGUMENTS_ATTR):
+                if attribute in gradient.attributes:
+                    del gradient.attributes[attribute]
     return module

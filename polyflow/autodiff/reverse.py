@@ -1205,12 +1205,14 @@ def differentiate(
     active: list[bool],
     fast: bool,
     checkpoint_steps: int | None = None,
+    discarded: list[bool] | None = None,
 ) -> None:
     """Fill the declared `gradient` with primal's body and its adjoint sweep. The declaration
     takes primal's arguments, then one shadow per argument marked in `active` (an array's
     shadow has its type; a float scalar's is a one-element memref its adjoint is added to), then one
     seed per float result of primal; it returns nothing. `checkpoint_steps`: see
-    `Options.checkpoint_steps`."""
+    `Options.checkpoint_steps`. `discarded`: the arguments whose final values the caller
+    ignores; the forward sweep's nests that only compute those are left out."""
     primal_body = primal.regions[0].blocks[0]
     primal_args = list(primal_body.arguments)
     declared = list(ir.FunctionType(ir.TypeAttr(gradient.attributes["function_type"]).value).inputs)
@@ -1273,6 +1275,9 @@ def differentiate(
                 memref.StoreOp(total, shadow, at)
         for state, copies, slot in differentiator.final_states:
             copy_state(state, copies, slot, save=False)
+        if discarded is not None:
+            ignored = {a for a, off in zip(args, discarded, strict=False) if off}
+            _drop_unneeded_forward(entry, differentiator.forward_end, ignored)
         differentiator.forward_end.erase()
         for array in [*differentiator.tapes, *freed]:
             memref.DeallocOp(array)
@@ -1284,6 +1289,54 @@ def differentiate(
             for location, note in differentiator.checkpoint_notes
         ],
     )
+
+
+def _drop_unneeded_forward(entry: ir.Block, end: ir.Operation, ignored: set[ir.Value]) -> None:
+    """Erase the forward sweep's top-level ops (those before `end`) that only store into
+    arrays in `ignored` which nothing after them reads: primal work nobody needs (a gradient
+    of `C = A·B` needs A and B, not C)."""
+    while True:
+        ops = block_ops(entry)
+        stop = next(k for k, op in enumerate(ops) if op == end)
+        for k in reversed(range(stop)):
+            written = _only_writes(ops[k], ignored)
+            if written and not any(_reads(op, written) for op in ops[k + 1 :]):
+                ops[k].erase()
+                break
+        else:
+            return
+
+
+_PURE_PREFIXES = ("affine.", "arith.", "math.", "scf.")
+
+
+def _only_writes(op: ir.Operation, ignored: set[ir.Value]) -> set[ir.Value]:
+    """The arrays `op` stores into when they all are in `ignored`, its results are unused and
+    it does nothing else with memory but reading; else the empty set."""
+    if any(len(list(result.uses)) for result in op.results):
+        return set()
+    written: set[ir.Value] = set()
+    for inner in walk(op):
+        if inner.name in _STORES:
+            root = view_root(inner.operands[1])
+            if root not in ignored:
+                return set()
+            written.add(root)
+        elif not (inner.name.startswith(_PURE_PREFIXES) or inner.name in _LOADS):
+            return set()
+    return written
+
+
+def _reads(op: ir.Operation, arrays: set[ir.Value]) -> bool:
+    """Whether `op` (or an op in it) uses one of `arrays` (or a view of one) other than as the
+    array a store writes."""
+    for inner in walk(op):
+        for k, operand in enumerate(inner.operands):
+            if not isinstance(operand.type, ir.MemRefType) or view_root(operand) not in arrays:
+                continue
+            if not (inner.name in _STORES and k == 1):
+                return True
+    return False
 
 
 def _stored_type(t: ir.Type) -> ir.Type:

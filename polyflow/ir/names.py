@@ -85,6 +85,9 @@ GRAD_SUFFIX = "_grad"
 # On a declared gradient: which arguments of the primal function have a shadow (BoolAttrs, one per
 # primal argument); without it, every array of floating-point elements has one.
 ACTIVE_ARGUMENTS_ATTR = "polyflow.active_arguments"
+# On a declared gradient: the arguments whose final values its caller ignores (a TC gradient
+# that returns only adjoints), so that the forward sweep may skip the work that only they need
+DISCARDED_ARGUMENTS_ATTR = "polyflow.discarded_arguments"
 # On a top-level op: the scheduling stage starts a new region (scop) here. The adjoint marks each
 # copy of a distributed nest (polyflow.autodiff): each is one contraction, scheduled on its own
 # as a primal contraction is, rather than fused with the others.

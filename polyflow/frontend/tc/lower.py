@@ -27,6 +27,7 @@ from polyflow.frontend.c_abi import memref_descriptor
 from polyflow.ir.names import (
     ACTIVE_ARGUMENTS_ATTR,
     CABI_PREFIX,
+    DISCARDED_ARGUMENTS_ATTR,
     GATHER_ATTR,
     NOALIAS_ATTR,
     gradient_name,
@@ -89,11 +90,13 @@ def lower_definition(
     source: str,
     file: str = "<tc>",
     grad: bool | Collection[str] = False,
+    discard_outputs: bool = False,
 ) -> ir.Module:
     """The module for `specialized` (see the module docstring); needs an active context. With
     `grad`, also `@<name>_grad` declared (arguments, then a shadow per float tensor: every
     output, and the inputs named in `grad`, or all for `True`) and its pointer entry, for the
-    `grad` stage to define."""
+    `grad` stage to define; `discard_outputs`: its caller ignores the outputs' final values
+    (it wants the adjoints only)."""
     definition = specialized.inferred.definition
     module = ir.Module.create()
     tensors = [t.name for t in definition.inputs] + [t.name for t in definition.outputs]
@@ -128,6 +131,11 @@ def lower_definition(
             gradient.attributes[ACTIVE_ARGUMENTS_ATTR] = ir.ArrayAttr.get(
                 [ir.BoolAttr.get(on) for on in active]
             )
+            if discard_outputs:
+                outputs = {t.name for t in definition.outputs}
+                gradient.attributes[DISCARDED_ARGUMENTS_ATTR] = ir.ArrayAttr.get(
+                    [ir.BoolAttr.get(name in outputs) for name in tensors]
+                )
             gradient.arg_attrs = ir.ArrayAttr.get(
                 [ir.DictAttr.get({NOALIAS_ATTR: ir.UnitAttr.get()}) for _ in types + shadows]
             )
@@ -142,8 +150,7 @@ def _c_abi_entry(name: str, types: list[ir.MemRefType]) -> None:
     block = wrapper.add_entry_block()
     with ir.InsertionPoint(block):
         operands = [
-            memref_descriptor(arg, kind)
-            for arg, kind in zip(block.arguments, types, strict=True)
+            memref_descriptor(arg, kind) for arg, kind in zip(block.arguments, types, strict=True)
         ]
         func.CallOp([], ir.FlatSymbolRefAttr.get(name), operands)
         func.ReturnOp([])
