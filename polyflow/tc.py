@@ -97,7 +97,10 @@ class TcGradient:
     returns the adjoint of each input of `wrt` (one array, or a tuple in `wrt`'s order) for the
     output adjoint `seed`: an array shaped like the output, or, for a definition of several
     outputs, a sequence with one entry per output (None: zero). It runs on the CPU, compiled
-    through the same pipeline (the adjoint is scheduled and parallelized like the primal)."""
+    through the same pipeline (the adjoint is scheduled and parallelized like the primal).
+    Between calls it keeps, per input shapes, the buffers it hands the kernel for the seeds and
+    the outputs it does not return (as large as the outputs: reusing them is much faster than
+    fresh memory for small kernels)."""
 
     def __init__(self, fn: TcFunction, wrt: str | tuple[str, ...] | list[str] | None) -> None:
         floats = [t.name for t in fn.definition.inputs if t.element in _FLOAT_ELEMENTS]
@@ -119,6 +122,10 @@ class TcGradient:
             )
         self.fn = fn
         self.wrt = tuple(wanted)
+        # per compiled gradient: the buffers of the outputs (when discarded) and of the seeds,
+        # kept between calls (zeroed or overwritten in each); fresh ones cost more than the
+        # gradient of a small kernel (page faults on first touch, TLB shootdowns when freed)
+        self._scratch: dict[int, list[np.ndarray]] = {}
 
     def __call__(self, *args: Any, seed: Any = None) -> Any:
         inputs = self.fn.definition.inputs
@@ -143,9 +150,21 @@ class TcGradient:
             [(a.shape, a.dtype) for a in arrays], grad=wanted, discard_outputs=not outputs
         )
         fn._check_gathers(compiled.specialized, arrays)
-        results = fn._outputs(compiled.specialized, None)
+        # taken out while in use: a call from another thread meanwhile makes its own
+        scratch = self._scratch.pop(id(compiled), None)
+        if scratch is None:
+            scratch = fn._outputs(compiled.specialized, None) + self._seeds(
+                compiled.specialized, [None] * len(fn.definition.outputs)
+            )
+        count = len(fn.definition.outputs)
+        if outputs:
+            results = fn._outputs(compiled.specialized, None)
+        else:
+            results = scratch[:count]
+            for array in results:
+                array.fill(0)
         definition = fn.definition
-        seeds = self._seeds(compiled.specialized, seed)
+        seeds = self._seeds(compiled.specialized, seed, scratch[count:])
         shadows: list[np.ndarray] = []
         input_shadows: list[np.ndarray] = []
         for tensor, array in zip(definition.inputs, arrays, strict=True):
@@ -159,12 +178,17 @@ class TcGradient:
         pointers = [ctypes.c_void_p(a.ctypes.data) for a in everything]
         packed = (ctypes.c_void_p * len(pointers))(*[ctypes.addressof(p) for p in pointers])
         compiled.call(packed)
+        self._scratch[id(compiled)] = scratch
         if not outputs:
             return None, input_shadows
         result = results[0] if len(results) == 1 else tuple(results)
         return result, input_shadows
 
-    def _seeds(self, specialized: Specialized, seed: Any) -> list[np.ndarray]:
+    def _seeds(
+        self, specialized: Specialized, seed: Any, into: list[np.ndarray] | None = None
+    ) -> list[np.ndarray]:
+        """One array per output holding its seed (zeros for None): copies (the gradient
+        consumes them), into the arrays `into` where given."""
         outputs = self.fn.definition.outputs
         given = list(seed) if isinstance(seed, (tuple, list)) else [seed]
         if len(given) != len(outputs):
@@ -173,19 +197,29 @@ class TcGradient:
                 f"{len(outputs)} arrays (None for an output that gets no adjoint)"
             )
         out = []
-        for value, tensor in zip(given, outputs, strict=True):
+        for k, (value, tensor) in enumerate(zip(given, outputs, strict=True)):
             shape = specialized.shapes[tensor.name]
             dtype = np.dtype(NUMPY_DTYPES[tensor.element])
             if value is None:
-                out.append(np.zeros(shape, dtype))
+                if into is None:
+                    out.append(np.zeros(shape, dtype))
+                else:
+                    into[k].fill(0)
+                    out.append(into[k])
                 continue
-            array = np.array(_as_numpy(value, self.fn.name, f"seed of {tensor.name}"), dtype=dtype)
+            given_array = _as_numpy(value, self.fn.name, f"seed of {tensor.name}")
+            copy = np.asarray if into is not None else np.array  # `into` is the copy
+            array = copy(given_array, dtype=dtype)
             if array.shape != shape:
                 raise ValueError(
                     f"the seed of output '{tensor.name}' of {self.fn.name}() must have shape "
                     f"{shape}, got {array.shape}"
                 )
-            out.append(np.ascontiguousarray(array))  # a copy: the gradient consumes it
+            if into is None:
+                out.append(np.ascontiguousarray(array))  # a copy: the gradient consumes it
+            else:
+                np.copyto(into[k], array)
+                out.append(into[k])
         return out
 
 

@@ -236,6 +236,24 @@ def test_a_gradient_that_returns_only_adjoints_skips_the_primal_work_they_do_not
     assert np.allclose(d_w, want)
 
 
+def test_a_gradient_called_again_starts_afresh() -> None:
+    """The buffers a gradient keeps between calls (seeds, outputs it does not return) hold
+    nothing over: a None seed after a given one is zero again, and an output accumulated with
+    `+=` (no `!`) starts from zero in each call; a fresh definition agrees."""
+    source = """def acc(double(N) x) -> (s, y) {
+                  s(i) += x(i) * x(i)
+                  y(i) = s(i) * x(i)
+                }"""
+    rng = np.random.default_rng(8)
+    x, seed_s, seed_y = (rng.standard_normal(5) for _ in range(3))
+    g = tc.define(source).grad("x")
+    first = g(x, seed=[seed_s, seed_y])
+    again = g(x, seed=[None, seed_y])
+    assert np.allclose(first, 2 * x * seed_s + 3 * x * x * seed_y)
+    assert np.array_equal(again, tc.define(source).grad("x")(x, seed=[None, seed_y]))
+    assert np.allclose(again, 3 * x * x * seed_y)
+
+
 def test_products_with_zeros_and_ties_of_max_are_exact() -> None:
     # (compile_timeout: isl's scheduler runs long on this adjoint's scop; noted as a defect)
     fn = tc.define(
