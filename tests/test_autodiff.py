@@ -466,6 +466,54 @@ func.func private @f_grad(memref<6xf64>, memref<6xf64>, memref<6xf64>, memref<6x
     assert "affine.if #set" in gradient and "-> f64" in gradient and "else" in gradient
 
 
+def test_the_adjoint_of_a_window_updates_along_its_longest_unit_stride_loop() -> None:
+    """A copy of a distributed adjoint that writes its shadow through a window (`dI[c, h+kh]`
+    += dO[f, h] · W[f, kh], a 1-D convolution's input): its innermost loop becomes the one
+    that moves every access by one element, of the most iterations (h, not kh), instead of
+    the strided reduction over f."""
+    from mlir import ir
+
+    from polyflow.autodiff.contraction import order_as_contraction
+    from polyflow.ir.contexts import new_context
+
+    text = """
+func.func @f(%dI: memref<4x10xf64>, %dO: memref<5x8xf64>, %W: memref<5x3xf64>) {
+  affine.for %c = 0 to 4 {
+    affine.for %h = 0 to 8 {
+      affine.for %kh = 0 to 3 {
+        affine.for %f = 0 to 5 {
+          %a = affine.load %dO[%f, %h] : memref<5x8xf64>
+          %b = affine.load %W[%f, %kh] : memref<5x3xf64>
+          %p = arith.mulf %a, %b : f64
+          %old = affine.load %dI[%c, %h + %kh] : memref<4x10xf64>
+          %s = arith.addf %old, %p : f64
+          affine.store %s, %dI[%c, %h + %kh] : memref<4x10xf64>
+        }
+      }
+    }
+  }
+  return
+}
+"""
+    with new_context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        function = module.body.operations[0]
+        entry = function.regions[0].blocks[0]
+        nest = entry.operations[0]
+        shadow = entry.arguments[0]
+        with ir.InsertionPoint(entry):
+            outer = order_as_contraction(nest.operation, shadow)
+        assert module.operation.verify()
+        bounds = []
+        loop = outer
+        while loop.name == "affine.for":
+            bounds.append(str(loop.attributes["upperBoundMap"]))
+            inner = [o for o in loop.regions[0].blocks[0].operations if o.name == "affine.for"]
+            loop = inner[0].operation if inner else loop.regions[0].blocks[0].operations[0]
+    # c (4) and h (8) index the shadow first, then kh (3), f (5), and h innermost: c, kh, f, h
+    assert [b.split("-> (")[1].rstrip(")>") for b in bounds] == ["4", "3", "5", "8"], bounds
+
+
 # (name, C source, arguments: ints size the arrays; float arrays and float scalars are active)
 C_KERNELS: list[tuple[str, str, list[Any]]] = [
     (

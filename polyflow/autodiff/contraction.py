@@ -78,6 +78,12 @@ def order_as_contraction(nest: ir.Operation, shadow: ir.Value) -> ir.Operation:
                 if iv == value and k not in indexed:
                     indexed.append(k)
     order = indexed + [k for k in range(len(chain)) if k not in indexed]
+    vector = _window_vector_loop(stores, innermost, chain)
+    if vector is not None:
+        # the shadow is written through a window (`x̄[c, h+kh, w+kw]`, a convolution's input):
+        # its reduction innermost would be a strided, latency-bound sum; a loop that moves
+        # every access by one element instead makes the body a vectorizable update
+        order = [k for k in order if k != vector] + [vector]
     if order == list(range(len(chain))):
         return nest
     # the ops between the loops are pure (loads of primal arrays and seeds, arithmetic): they
@@ -118,3 +124,83 @@ def _dims(expr: ir.AffineExpr) -> list[int]:
     if isinstance(expr, ir.AffineBinaryExpr):
         return _dims(expr.lhs) + _dims(expr.rhs)
     return []
+
+
+def _accesses(op: ir.Operation, first: int) -> list[tuple[ir.AffineExpr | None, list[ir.Value]]]:
+    """Each subscript of a load (`first` = 1) or store (2): its expression over `operands`
+    (None for a `memref` op's plain index) and those operands."""
+    operands = list(op.operands)[first:]
+    if not op.name.startswith("affine."):
+        return [(None, [value]) for value in operands]
+    amap = ir.AffineMapAttr(op.attributes["map"]).value
+    return [(e, operands) for e in amap.results]
+
+
+def _unit_in(expr: ir.AffineExpr | None, operands: list[ir.Value], iv: ir.Value) -> bool:
+    """Whether subscript `expr` is `iv + (terms without iv)`."""
+    if expr is None:
+        return operands[0] == iv
+    if isinstance(expr, ir.AffineDimExpr):
+        return operands[expr.position] == iv
+    if isinstance(expr, ir.AffineAddExpr):
+        lhs, rhs = expr.lhs, expr.rhs
+        uses = [any(operands[d] == iv for d in _dims(side)) for side in (lhs, rhs)]
+        if uses == [True, False]:
+            return _unit_in(lhs, operands, iv)
+        if uses == [False, True]:
+            return _unit_in(rhs, operands, iv)
+    return False
+
+
+def _mentions(expr: ir.AffineExpr | None, operands: list[ir.Value], iv: ir.Value) -> bool:
+    if expr is None:
+        return operands[0] == iv
+    return any(operands[d] == iv for d in _dims(expr))
+
+
+def _window_vector_loop(
+    stores: list[ir.Operation], body: ir.Block, chain: list[ir.Operation]
+) -> int | None:
+    """Where the store's subscripts add two loops (a window), the loop that moves the last
+    subscript of the store and of every other access by one element or not at all (of those,
+    the one of most iterations: `w` rather than `kw`); None otherwise."""
+    ivs = [loop.regions[0].blocks[0].arguments[0] for loop in chain]
+    if len(stores) != 1:
+        return None
+    subscripts = _accesses(stores[0], 2)
+    if not subscripts or not any(
+        sum(_mentions(e, ops, iv) for iv in ivs) >= 2 for e, ops in subscripts
+    ):
+        return None
+    reads = [o for o in block_ops(body) if o.name in ("affine.load", "memref.load")]
+    last, last_operands = subscripts[-1]
+    candidates = []
+    for k, iv in enumerate(ivs):
+        if not _unit_in(last, last_operands, iv):
+            continue
+        fits = True
+        for read in reads:
+            *leading, (tail, tail_operands) = _accesses(read, 1) or [(None, [])]
+            if any(_mentions(e, ops, iv) for e, ops in leading) or (
+                tail_operands
+                and _mentions(tail, tail_operands, iv)
+                and not _unit_in(tail, tail_operands, iv)
+            ):
+                fits = False
+                break
+        if fits:
+            candidates.append(k)
+    if not candidates:
+        return None
+    return max(candidates, key=lambda k: (_trip_count(chain[k]), -k))
+
+
+def _trip_count(loop: ir.Operation) -> float:
+    """The iterations of a loop with constant bounds; infinity for other bounds."""
+    bounds = []
+    for name in ("lowerBoundMap", "upperBoundMap"):
+        amap = ir.AffineMapAttr(loop.attributes[name]).value
+        if len(amap.results) != 1 or not isinstance(amap.results[0], ir.AffineConstantExpr):
+            return float("inf")
+        bounds.append(ir.AffineConstantExpr(amap.results[0]).value)
+    return float(bounds[1] - bounds[0])
