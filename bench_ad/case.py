@@ -41,6 +41,9 @@ class Case:
     reference_args: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     gradient_ir: Callable[[], GradientIR | None] = lambda: None
+    # frees what the gradient keeps between calls (polyflow.tc's buffers), so that the peak
+    # memory of a call is measured over the inputs alone
+    release: Callable[[], None] = lambda: None
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,7 @@ def _gradient_costs(row: Row, case: Case, output_bytes: int | None) -> None:
         row.atomics_by_stage = count_atomics(ir)
         if row.atomics_by_stage:
             row.atomics = sum(row.atomics_by_stage.values())
+    case.release()
     measured = peak_extra_resident(case.gradient)
     if measured is not None:
         row.peak_extra_bytes, grads = measured

@@ -100,7 +100,7 @@ class TcGradient:
     through the same pipeline (the adjoint is scheduled and parallelized like the primal).
     Between calls it keeps, per input shapes, the buffers it hands the kernel for the seeds and
     the outputs it does not return (as large as the outputs: reusing them is much faster than
-    fresh memory for small kernels)."""
+    fresh memory for small kernels); `release_buffers()` frees them."""
 
     def __init__(self, fn: TcFunction, wrt: str | tuple[str, ...] | list[str] | None) -> None:
         floats = [t.name for t in fn.definition.inputs if t.element in _FLOAT_ELEMENTS]
@@ -183,6 +183,10 @@ class TcGradient:
             return None, input_shadows
         result = results[0] if len(results) == 1 else tuple(results)
         return result, input_shadows
+
+    def release_buffers(self) -> None:
+        """Free the buffers kept between calls (the next call allocates them again)."""
+        self._scratch.clear()
 
     def _seeds(
         self, specialized: Specialized, seed: Any, into: list[np.ndarray] | None = None

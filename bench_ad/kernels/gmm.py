@@ -117,6 +117,13 @@ def _build(name: str, n: int, d: int, k: int) -> Case:
     fallback, traced = _shifted_gradient(inputs, seed)
     case.gradient = _with_fallback(case, fallback)
     case.gradient_ir = lambda: traced.ir or direct_ir()
+    direct_release = case.release
+
+    def release() -> None:
+        direct_release()
+        traced.gradient.release_buffers()
+
+    case.release = release
     return case
 
 

@@ -70,4 +70,5 @@ def tc_case(
         reference_args=reference_args or {},
         notes=notes or [],
         gradient_ir=lambda: gradient.ir,
+        release=gradient.gradient.release_buffers,
     )
