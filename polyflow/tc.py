@@ -258,6 +258,7 @@ class TcFunction:
         self._callees = all_inferred
         # _Compiled (CPU) or _CompiledGpu (target "cuda"), by argument shapes and dtypes
         self._cache: dict[tuple[Any, ...], Any] = {}
+        self._jvp: dict[tuple[str, ...], TcFunction] = {}  # jvp_function, per wrt
         self._last: Any = None
 
     @property
@@ -569,6 +570,72 @@ class TcFunction:
         (all of them by default): `g = fn.grad(("W", "X"))`, then `dW, dX = g(*inputs, seed)`,
         the vector–Jacobian product for the output adjoint `seed` (see `TcGradient`)."""
         return TcGradient(self, wrt)
+
+    def jvp_function(self, wrt: str | tuple[str, ...] | list[str] | None = None) -> TcFunction:
+        """`<name>_jvp`, this definition's forward-mode derivative with respect to the float
+        inputs `wrt` (all by default), as a definition of its own
+        (`polyflow.frontend.tc.tangent`): the parameters, then a tangent per input of `wrt`;
+        the outputs, then their tangents (then the tie counts of `max=!`/`min=!`)."""
+        from polyflow.frontend.tc.tangent import jvp_definition
+
+        wanted = TcGradient(self, wrt).wrt if self.options.target != "cuda" else ()
+        if self.options.target == "cuda":
+            raise ValueError(f"forward mode of {self.name}() runs on the CPU only for now")
+        ordered = tuple(t.name for t in self.definition.inputs if t.name in wanted)
+        found = self._jvp.get(ordered)
+        if found is None:
+            program = parse(self.source, file=self.file)
+            try:
+                text, _ = jvp_definition(program, self.name, ordered)
+            except ValueError as error:
+                raise CompileError(str(error), file=self.file) from None
+            found = define(text, f"{self.name}_jvp", options=self.options, file=self.file)
+            self._jvp[ordered] = found
+        return found
+
+    def jvp(
+        self, *args: Any, tangents: Any, wrt: str | tuple[str, ...] | list[str] | None = None
+    ) -> tuple[Any, Any]:
+        """(the outputs, their tangents): the Jacobian–vector product for `tangents`, one array
+        per input of `wrt` (all float inputs by default; a single array for one), in forward
+        mode (`jvp_function`)."""
+        forward = self.jvp_function(wrt)
+        given = list(tangents) if isinstance(tangents, (tuple, list)) else [tangents]
+        wanted = forward.definition.inputs[len(self.definition.inputs) :]
+        if len(given) != len(wanted):
+            raise TypeError(
+                f"{self.name}() differentiates {len(wanted)} input(s) in forward mode: give "
+                f"'tangents' as {len(wanted)} array(s)"
+            )
+        results = forward(*args, *given)
+        results = results if isinstance(results, tuple) else (results,)
+        n = len(self.definition.outputs)
+        outputs, dots = results[:n], results[n : 2 * n]
+        return (outputs[0], dots[0]) if n == 1 else (tuple(outputs), tuple(dots))
+
+    def hvp(
+        self,
+        *args: Any,
+        vector: Any,
+        output: str | None = None,
+        wrt: str | tuple[str, ...] | list[str] | None = None,
+    ) -> Any:
+        """The Hessian–vector product `H·v` of the scalar output `output` (the last output by
+        default) with respect to the inputs `wrt` (all float inputs by default), `vector` one
+        array per input of `wrt`: reverse mode over forward mode, the gradient of ⟨1, ȯ⟩
+        through `jvp_function` with respect to the inputs."""
+        forward = self.jvp_function(wrt)
+        names = [t.name for t in self.definition.outputs]
+        chosen = output if output is not None else names[-1]
+        if chosen not in names:
+            raise ValueError(f"{self.name}() has no output '{chosen}'")
+        outputs = forward.definition.outputs
+        seeds: list[Any] = [None] * len(outputs)
+        position = [t.name for t in outputs].index(f"{chosen}_dot")
+        seeds[position] = np.ones(())
+        given = list(vector) if isinstance(vector, (tuple, list)) else [vector]
+        wanted = tuple(t.name for t in self.definition.inputs if t.name in TcGradient(self, wrt).wrt)
+        return forward.grad(wanted)(*args, *given, seed=seeds)
 
     def vjp(self, *args: Any, seed: Any) -> tuple[Any, Any]:
         """(the outputs, the adjoints of every float input) for the output adjoint `seed`, from
