@@ -115,11 +115,6 @@ class TcGradient:
                     f"{fn.name}() has no floating-point input '{name}' to differentiate with "
                     f"respect to (floating-point inputs: {known})"
                 )
-        if fn.options.target == "cuda":
-            raise ValueError(
-                f"gradients of {fn.name}() run on the CPU only for now: define it without "
-                "target='cuda' to differentiate it"
-            )
         self.fn = fn
         self.wrt = tuple(wanted)
         # per compiled gradient: the buffers of the outputs (when discarded) and of the seeds,
@@ -134,8 +129,67 @@ class TcGradient:
             args = tuple(rest)
         if seed is None:
             raise TypeError(f"the gradient of {self.fn.name}() needs the output adjoint 'seed'")
-        _, adjoints = self.run(args, seed, outputs=False)
+        if self.fn.options.target == "cuda":
+            adjoints = self._run_gpu(args, seed, emulate=False)
+        else:
+            _, adjoints = self.run(args, seed, outputs=False)
         return adjoints[0] if len(adjoints) == 1 else tuple(adjoints)
+
+    def emulate(self, *args: Any, seed: Any) -> Any:
+        """For a definition of target "cuda": the gradient's GPU kernels run on the CPU
+        (blocks and threads as loops) on NumPy arrays; the adjoints are what the GPU computes."""
+        if self.fn.options.target != "cuda":
+            raise ValueError(f"{self.fn.name} was defined for the CPU: its gradient runs there")
+        adjoints = self._run_gpu(args, seed, emulate=True)
+        return adjoints[0] if len(adjoints) == 1 else tuple(adjoints)
+
+    def _run_gpu(self, args: tuple[Any, ...], seed: Any, *, emulate: bool) -> list[Any]:
+        """The adjoints of the inputs of `wrt` from the gradient's GPU kernels: on CuPy arrays
+        (or torch CUDA tensors) on the GPU, or on NumPy arrays in the CPU emulation."""
+        from polyflow.drivers.gpu_launch import CpuLauncher, CupyLauncher, import_cupy
+
+        fn = self.fn
+        definition = fn.definition
+        wanted = tuple(t.name for t in definition.inputs if t.name in self.wrt)
+        if emulate:
+            xp: Any = np
+            arrays: list[Any] = fn._arrays(args)
+        else:
+            xp = import_cupy()
+            arrays = [
+                _as_cupy(xp, a, fn.name, p.name)
+                for a, p in zip(args, definition.inputs, strict=True)
+            ]
+        shapes = [_shape_and_dtype(a) for a in arrays]
+        compiled = fn._compile_shapes(shapes, grad=wanted, discard_outputs=True)
+        assert isinstance(compiled, _CompiledGpu)
+        seeds = [xp.asarray(s) for s in self._seeds(compiled.specialized, seed)]
+        outputs = [
+            xp.zeros(compiled.specialized.shapes[t.name], dtype=NUMPY_DTYPES[t.element])
+            for t in definition.outputs
+        ]
+        input_shadows = [
+            xp.zeros_like(a)
+            for t, a in zip(definition.inputs, arrays, strict=True)
+            if t.name in wanted
+        ]
+        output_shadows = [
+            s
+            for t, s in zip(definition.outputs, seeds, strict=True)
+            if t.element in _FLOAT_ELEMENTS
+        ]
+        everything = (*arrays, *outputs, *input_shadows, *output_shadows)
+        if emulate:
+            if compiled.cpu is None:
+                compiled.cpu = CpuLauncher(compiled.stages["gpu"])
+            pointers = [int(a.ctypes.data) for a in everything]
+            compiled.host.run(compiled.entry, pointers, compiled.cpu)
+        else:
+            if compiled.gpu is None:
+                compiled.gpu = CupyLauncher(compiled.ptx)
+            pointers = [int(a.data.ptr) for a in everything]
+            compiled.host.run(compiled.entry, pointers, compiled.gpu)
+        return input_shadows
 
     def run(
         self, args: tuple[Any, ...], seed: Any, *, outputs: bool = True
@@ -313,8 +367,6 @@ class TcFunction:
         """The IR after `stage` ('mlir', 'affine', 'affine-opt', 'llvm-dialect'; 'grad': the
         gradient's module after the `grad` stage) for `args`' shapes, or for the last call's."""
         if stage == "grad":
-            if self.options.target == "cuda":
-                raise ValueError("gradients are compiled for the CPU only for now")
             arrays = self._arrays(args)
             every = tuple(t.name for t in self.definition.inputs if t.element in _FLOAT_ELEMENTS)
             gradient = self._compile_shapes([(a.shape, a.dtype) for a in arrays], grad=every)
@@ -547,7 +599,8 @@ class TcFunction:
                     # the gradient's forward sweep of a 2-layer MLP ran 64 ms, 6 ms unfused
                     update["fusion"] = "min"
                 options = self.options.model_copy(update=update)
-                compiled = _build(
+                build_gradient = _build_gpu if self.options.target == "cuda" else _build
+                compiled = build_gradient(
                     specialized,
                     self._callees,
                     self.source,
@@ -634,7 +687,9 @@ class TcFunction:
         position = [t.name for t in outputs].index(f"{chosen}_dot")
         seeds[position] = np.ones(())
         given = list(vector) if isinstance(vector, (tuple, list)) else [vector]
-        wanted = tuple(t.name for t in self.definition.inputs if t.name in TcGradient(self, wrt).wrt)
+        wanted = tuple(
+            t.name for t in self.definition.inputs if t.name in TcGradient(self, wrt).wrt
+        )
         return forward.grad(wanted)(*args, *given, seed=seeds)
 
     def vjp(self, *args: Any, seed: Any) -> tuple[Any, Any]:
@@ -712,6 +767,9 @@ def _build_gpu(
     source: str,
     file: str,
     options: Options,
+    *,
+    grad: tuple[str, ...] | None = None,
+    discard_outputs: bool = False,
 ) -> _CompiledGpu:
     from mlir import ir
 
@@ -719,13 +777,22 @@ def _build_gpu(
     from polyflow.drivers.gpu_launch import HostProgram
     from polyflow.frontend.tc.lower import lower_definition
     from polyflow.ir.contexts import new_context
-    from polyflow.ir.names import CABI_PREFIX
+    from polyflow.ir.names import CABI_PREFIX, gradient_name
 
     context = new_context()
     with context, ir.Location.unknown():
-        module = lower_definition(specialized, callees=callees, source=source, file=file)
+        module = lower_definition(
+            specialized,
+            callees=callees,
+            source=source,
+            file=file,
+            grad=grad if grad is not None else False,
+            discard_outputs=discard_outputs,
+        )
         result = compile_module(module, options, produce="ptx")
     name = specialized.inferred.definition.name
+    if grad is not None:
+        name = gradient_name(name)
     return _CompiledGpu(
         specialized,
         HostProgram(result.stages["gpu"]),
