@@ -120,7 +120,7 @@ class TcGradient:
         # per compiled gradient: the buffers of the outputs (when discarded) and of the seeds,
         # kept between calls (zeroed or overwritten in each); fresh ones cost more than the
         # gradient of a small kernel (page faults on first touch, TLB shootdowns when freed)
-        self._scratch: dict[int, list[np.ndarray]] = {}
+        self._scratch: dict[int, tuple[list[np.ndarray], list[int]]] = {}
 
     def __call__(self, *args: Any, seed: Any = None) -> Any:
         inputs = self.fn.definition.inputs
@@ -207,31 +207,39 @@ class TcGradient:
         # taken out while in use: a call from another thread meanwhile makes its own
         scratch = self._scratch.pop(id(compiled), None)
         if scratch is None:
-            scratch = fn._outputs(compiled.specialized, None) + self._seeds(
+            buffers = fn._outputs(compiled.specialized, None) + self._seeds(
                 compiled.specialized, [None] * len(fn.definition.outputs)
             )
-        count = len(fn.definition.outputs)
+            scratch = (buffers, [_address(b) for b in buffers])
+        buffers, addresses = scratch
+        definition = fn.definition
+        count = len(definition.outputs)
         if outputs:
             results = fn._outputs(compiled.specialized, None)
+            result_addresses = [_address(r) for r in results]
         else:
-            results = scratch[:count]
+            results = buffers[:count]
+            result_addresses = addresses[:count]
             for array in results:
                 array.fill(0)
-        definition = fn.definition
-        seeds = self._seeds(compiled.specialized, seed, scratch[count:])
-        shadows: list[np.ndarray] = []
-        input_shadows: list[np.ndarray] = []
-        for tensor, array in zip(definition.inputs, arrays, strict=True):
-            if tensor.name in wanted:
-                shadows.append(np.zeros_like(array))
-                input_shadows.append(shadows[-1])
-        for tensor, given in zip(definition.outputs, seeds, strict=True):
-            if tensor.element in _FLOAT_ELEMENTS:
-                shadows.append(given)
-        everything = (*arrays, *results, *shadows)
-        pointers = [ctypes.c_void_p(a.ctypes.data) for a in everything]
-        packed = (ctypes.c_void_p * len(pointers))(*[ctypes.addressof(p) for p in pointers])
-        compiled.call(packed)
+        self._seeds(compiled.specialized, seed, buffers[count:])  # into the kept buffers
+        input_shadows = [
+            np.zeros_like(a)
+            for t, a in zip(definition.inputs, arrays, strict=True)
+            if t.name in wanted
+        ]
+        seed_addresses = [
+            address
+            for tensor, address in zip(definition.outputs, addresses[count:], strict=True)
+            if tensor.element in _FLOAT_ELEMENTS
+        ]
+        packed = _PackedPointers(
+            [_address(a) for a in arrays]
+            + result_addresses
+            + [_address(a) for a in input_shadows]
+            + seed_addresses
+        )
+        compiled.call(packed.array)
         self._scratch[id(compiled)] = scratch
         if not outputs:
             return None, input_shadows
@@ -284,6 +292,23 @@ class TcGradient:
 _FLOAT_ELEMENTS = frozenset({"f16", "f32", "f64"})
 
 
+def _address(array: np.ndarray) -> int:
+    """The address of `array`'s first element."""
+    return int(array.__array_interface__["data"][0])
+
+
+class _PackedPointers:
+    """The argument of a compiled `__polyflow_<f>` entry: an array of pointers to pointers to
+    the arrays' data (`array`), and the pointers it points at (kept alive with it)."""
+
+    def __init__(self, addresses: list[int]) -> None:
+        n = len(addresses)
+        self.values = (ctypes.c_void_p * n)(*addresses)
+        base = ctypes.addressof(self.values)
+        size = ctypes.sizeof(ctypes.c_void_p)
+        self.array = (ctypes.c_void_p * n)(*range(base, base + size * n, size))
+
+
 @dataclass
 class _Compiled:
     specialized: Specialized
@@ -313,6 +338,9 @@ class TcFunction:
         # _Compiled (CPU) or _CompiledGpu (target "cuda"), by argument shapes and dtypes
         self._cache: dict[tuple[Any, ...], Any] = {}
         self._jvp: dict[tuple[str, ...], TcFunction] = {}  # jvp_function, per wrt
+        # per specialization (its id; specializations live as long as the compiled cache):
+        # the gathers to check on each call
+        self._gathers: dict[int, list[tuple[str, int, str, int, int]]] = {}
         self._last: Any = None
 
     @property
@@ -405,9 +433,8 @@ class TcFunction:
         outputs = self._outputs(compiled.specialized, out)
         if out is not None:
             _check_disjoint(self, arrays, outputs)
-        pointers = [ctypes.c_void_p(a.ctypes.data) for a in (*arrays, *outputs)]
-        packed = (ctypes.c_void_p * len(pointers))(*[ctypes.addressof(p) for p in pointers])
-        compiled.call(packed)
+        packed = _PackedPointers([_address(a) for a in (*arrays, *outputs)])
+        compiled.call(packed.array)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     # ----- the GPU (target "cuda")
@@ -544,23 +571,35 @@ class TcFunction:
 
     def _check_gathers(self, specialized: Specialized, arrays: list[np.ndarray]) -> None:
         """Index tensors that are inputs must hold valid positions of the tensor they index."""
-        inputs = {t.name: a for t, a in zip(self.definition.inputs, arrays, strict=True)}
-        for statement in specialized.inferred.statements:
-            checked = statement.statement
-            if not isinstance(checked, CheckedComprehension):
-                continue
-            for read in checked.reads:
-                for dim, subscript in enumerate(read.subscripts):
-                    if not (isinstance(subscript, ast.Apply) and subscript.name in inputs):
-                        continue
-                    values = inputs[subscript.name]
-                    extent = specialized.shapes[read.tensor][dim]
-                    if values.size and (values.min() < 0 or values.max() >= extent):
-                        raise ValueError(
-                            f"'{subscript.name}' indexes dimension {dim} of '{read.tensor}' "
-                            f"(size {extent}) but holds values from {values.min()} to "
-                            f"{values.max()}"
-                        )
+        checks = self._gathers.get(id(specialized))
+        if checks is None:  # (index input, its position, tensor indexed, dimension, extent)
+            checks = []
+            positions = {t.name: k for k, t in enumerate(self.definition.inputs)}
+            for statement in specialized.inferred.statements:
+                checked = statement.statement
+                if not isinstance(checked, CheckedComprehension):
+                    continue
+                for read in checked.reads:
+                    for dim, subscript in enumerate(read.subscripts):
+                        if isinstance(subscript, ast.Apply) and subscript.name in positions:
+                            extent = specialized.shapes[read.tensor][dim]
+                            checks.append(
+                                (
+                                    subscript.name,
+                                    positions[subscript.name],
+                                    read.tensor,
+                                    dim,
+                                    extent,
+                                )
+                            )
+            self._gathers[id(specialized)] = checks
+        for name, position, tensor, dim, extent in checks:
+            values = arrays[position]
+            if values.size and (values.min() < 0 or values.max() >= extent):
+                raise ValueError(
+                    f"'{name}' indexes dimension {dim} of '{tensor}' (size {extent}) but holds "
+                    f"values from {values.min()} to {values.max()}"
+                )
 
     # ----- compilation
 
