@@ -628,7 +628,7 @@ class _Differentiator:
             if trip is None or per_step is None or state_bytes is None or trip < 4:
                 return None
             if trip * per_step < _CHECKPOINT_MIN_TAPE:
-                return None  # memory is no concern: the second run of the loop would be
+                return None  # small tapes: not worth a second run of the loop
             length = max(1, round(pymath.sqrt(trip * state_bytes / per_step)))
             with_checkpoints = (-(-trip // length) + 1) * state_bytes + length * per_step
             if length >= trip or 2 * with_checkpoints > trip * per_step:
