@@ -789,6 +789,51 @@ def test_a_time_loop_with_known_sizes_is_checkpointed_where_it_saves_memory() ->
     assert 0 < grad_ir["checkpointed"] * 4 < grad_ir["taped"], grad_ir
 
 
+_C_GPU_KERNELS = [
+    "nonlinear_update_in_place_taped",
+    "recurrence_in_a_local_array_strided_and_under_conditions",
+    "triangular_solve_forward",
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "spec"),
+    [k for k in C_KERNELS if k[0] in _C_GPU_KERNELS],
+    ids=_C_GPU_KERNELS,
+)
+def test_c_gradients_built_for_the_gpu_agree_on_the_cpu(
+    name: str, source: str, spec: list[Any]
+) -> None:
+    """`compile_c(grad=True, target="cuda")`: `f.grad` is a CudaFunction of the same GPU
+    program (tapes, local arrays and all); its kernels, run by the CPU emulation, leave the
+    shadows exactly as the CPU gradient does."""
+    rng = np.random.default_rng(5)
+    args: list[Any] = [rng.uniform(0.5, 1.5, s) if isinstance(s, tuple) else s for s in spec]
+    if name == "triangular_solve_forward":
+        args[1] += 4 * np.eye(6)
+    results = []
+    for build in (
+        compile_c(source, "f", grad=True),
+        compile_c(source, "f", grad=True, target="cuda"),
+    ):
+        assert build.grad is not None
+        call: list[Any] = []
+        shadows = []
+        for value in args:
+            call.append(value.copy() if isinstance(value, np.ndarray) else value)
+            if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+                shadows.append(np.ones_like(value))
+                call.append(shadows[-1])
+            elif isinstance(value, float):
+                shadows.append(np.zeros(1))
+                call.append(shadows[-1])
+        run = build.grad if not hasattr(build.grad, "emulate") else build.grad.emulate
+        run(*call)
+        results.append(shadows)
+    for cpu, gpu in zip(*results, strict=True):
+        assert np.array_equal(cpu, gpu), (name, np.max(np.abs(cpu - gpu)))
+
+
 def test_random_affine_programs_get_right_gradients_or_a_refusal() -> None:
     """A sample of tests/fuzz/ad_fuzz.py (`make fuzz` runs more): each kernel of a random
     program gets a gradient that agrees with central differences, or a CompileError."""

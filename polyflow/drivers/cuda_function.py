@@ -50,6 +50,10 @@ class CudaFunction:
         self._host = HostProgram(compiled.stages["gpu"])
         self._cpu: CpuLauncher | None = None
         self._gpu: CupyLauncher | None = None
+        # with `compile_c(grad=...)`: the gradients compiled with it (Enzyme's arguments, as
+        # on the CPU), by function name, and this function's
+        self.gradients: dict[str, CudaFunction] = {}
+        self.grad: CudaFunction | None = None
 
     @property
     def ptx(self) -> str:

@@ -281,7 +281,7 @@ def compile_c(
     called on CuPy arrays or torch CUDA tensors; `emulate` runs them on the CPU), compiled at
     -O3 unless the options say otherwise (the mapping needs the polyhedral stage).
 
-    `grad` also compiles reverse-mode gradients (CPU): `True` for `entry`'s, or specs `"f"` /
+    `grad` also compiles reverse-mode gradients: `True` for `entry`'s, or specs `"f"` /
     `"f:a,b"` (the active parameters; default: every float parameter). The callable's `grad`
     is `entry`'s gradient (`gradients` has each by function name), called as C calls
     `f_grad`: each active parameter followed by its shadow array (a float scalar's shadow is a
@@ -304,8 +304,6 @@ def compile_c(
         entry = _entry_of(c_module(text, filename, options, source_dir), None, filename)
     if grad is not None and grad is not False:
         specs = [grad] if isinstance(grad, str) else [entry] if grad is True else list(grad)
-        if options.target == "cuda":
-            raise ValueError("gradients are compiled for the CPU only for now (target='cpu')")
         options = options.model_copy(update={"grad": (*(options.grad or ()), *specs)})
     cmod = c_module(text, filename, options, source_dir)
     entry = _entry_of(cmod, entry, filename)
@@ -345,7 +343,13 @@ def _cuda_function(cmod: CModule, entry: str, options: Options) -> Any:
         )
     with cmod.context:
         compiled = compile_module(cmod.module, options, produce="ptx")
-    return CudaFunction(compiled, fn)
+    function = CudaFunction(compiled, fn)
+    # gradients (`grad=`) are functions of the same GPU program
+    function.gradients = {
+        name: CudaFunction(compiled, interface) for name, interface in cmod.gradients.items()
+    }
+    function.grad = function.gradients.get(entry)
+    return function
 
 
 def _entry_of(cmod: CModule, entry: str | None, filename: str) -> str:
