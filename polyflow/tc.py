@@ -163,7 +163,10 @@ class TcGradient:
         shapes = [_shape_and_dtype(a) for a in arrays]
         compiled = fn._compile_shapes(shapes, grad=wanted, discard_outputs=True)
         assert isinstance(compiled, _CompiledGpu)
-        seeds = [xp.asarray(s) for s in self._seeds(compiled.specialized, seed)]
+        if emulate:
+            seeds: list[Any] = self._seeds(compiled.specialized, seed)
+        else:
+            seeds = self._device_seeds(xp, compiled.specialized, seed)
         outputs = [
             xp.zeros(compiled.specialized.shapes[t.name], dtype=NUMPY_DTYPES[t.element])
             for t in definition.outputs
@@ -189,7 +192,39 @@ class TcGradient:
                 compiled.gpu = CupyLauncher(compiled.ptx)
             pointers = [int(a.data.ptr) for a in everything]
             compiled.host.run(compiled.entry, pointers, compiled.gpu)
+            if any(type(a).__module__.startswith("torch") for a in args):
+                import torch  # type: ignore[import-not-found]
+
+                return [torch.from_dlpack(a) for a in input_shadows]
         return input_shadows
+
+    def _device_seeds(self, cupy: Any, specialized: Specialized, seed: Any) -> list[Any]:
+        """One CuPy array per output holding its seed (zeros for None), copies of the CuPy
+        arrays or torch CUDA tensors given (the gradient consumes them)."""
+        outputs = self.fn.definition.outputs
+        given = list(seed) if isinstance(seed, (tuple, list)) else [seed]
+        if len(given) != len(outputs):
+            raise TypeError(
+                f"{self.fn.name}() has {len(outputs)} output(s): give 'seed' as a sequence of "
+                f"{len(outputs)} arrays (None for an output that gets no adjoint)"
+            )
+        out = []
+        for value, tensor in zip(given, outputs, strict=True):
+            shape = specialized.shapes[tensor.name]
+            dtype = np.dtype(NUMPY_DTYPES[tensor.element])
+            if value is None:
+                out.append(cupy.zeros(shape, dtype))
+                continue
+            array = cupy.array(
+                _as_cupy(cupy, value, self.fn.name, f"seed of {tensor.name}"), dtype=dtype
+            )
+            if array.shape != shape:
+                raise ValueError(
+                    f"the seed of output '{tensor.name}' of {self.fn.name}() must have shape "
+                    f"{shape}, got {array.shape}"
+                )
+            out.append(array)
+        return out
 
     def run(
         self, args: tuple[Any, ...], seed: Any, *, outputs: bool = True
