@@ -1,9 +1,9 @@
 """Checkpointing of a sequential loop by stripmining: the IR pieces. The forward sweep runs the
 loop in segments of `C` iterations and copies the arrays the loop writes (its state) into one
-snapshot slot before each segment, and once more after the last; the adjoint sweep visits the
-segments backwards, restores a segment's snapshot, runs the segment forward again (writing the
-tapes, which then hold `C` iterations instead of all), runs its adjoint, and at the end restores
-the final state. Memory: `(T / C + 1)` states and `C` iterations of tape instead of `T`
+snapshot slot before each segment, and once more at the end of the forward sweep; the adjoint
+sweep visits the segments backwards, restores a segment's snapshot, runs the segment forward
+again (writing the tapes, which then hold `C` iterations instead of all) and runs its adjoint;
+the end of the gradient restores the state of the end of the forward sweep. Memory: `(T / C + 1)` states and `C` iterations of tape instead of `T`
 iterations of tape; time: the loop's primal work once more.
 """
 
@@ -64,19 +64,6 @@ def segments_of(loop: ir.Operation, length: int) -> Segments | None:
         operands,
         length,
     )
-
-
-def static_trip_count(loop: ir.Operation) -> int | None:
-    """The iterations of a step-1 loop with constant single bounds; None otherwise."""
-    bounds = []
-    for name in ("lowerBoundMap", "upperBoundMap"):
-        bound = ir.AffineMapAttr(loop.attributes[name]).value
-        if len(bound.results) != 1 or not isinstance(bound.results[0], ir.AffineConstantExpr):
-            return None
-        bounds.append(ir.AffineConstantExpr(bound.results[0]).value)
-    if ir.IntegerAttr(loop.attributes["step"]).value != 1:
-        return None
-    return max(0, bounds[1] - bounds[0])
 
 
 def _with_symbols(bound: ir.AffineMap, symbols: list[ir.AffineExpr]) -> ir.AffineExpr:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import affine
 
+from polyflow.ir.affine import constant_trip_count
 from polyflow.ir.ops import block_ops, walk
 
 _STORES = ("affine.store", "memref.store")
@@ -192,15 +193,10 @@ def _window_vector_loop(
             candidates.append(k)
     if not candidates:
         return None
-    return max(candidates, key=lambda k: (_trip_count(chain[k]), -k))
+    return max(candidates, key=lambda k: (_iterations(chain[k]), -k))
 
 
-def _trip_count(loop: ir.Operation) -> float:
+def _iterations(loop: ir.Operation) -> float:
     """The iterations of a loop with constant bounds; infinity for other bounds."""
-    bounds = []
-    for name in ("lowerBoundMap", "upperBoundMap"):
-        amap = ir.AffineMapAttr(loop.attributes[name]).value
-        if len(amap.results) != 1 or not isinstance(amap.results[0], ir.AffineConstantExpr):
-            return float("inf")
-        bounds.append(ir.AffineConstantExpr(amap.results[0]).value)
-    return float(bounds[1] - bounds[0])
+    count = constant_trip_count(loop)
+    return float("inf") if count is None else float(count)

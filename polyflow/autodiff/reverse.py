@@ -27,7 +27,7 @@ from typing import Any
 from mlir import ir
 from mlir.dialects import affine, arith, func, math, memref, scf
 
-from polyflow.ir.affine import substituted
+from polyflow.ir.affine import constant_trip_count, substituted
 from polyflow.ir.aliasing import VIEW_OPS, view_root
 from polyflow.ir.names import REDUCTIONS_ATTR, REGION_START_ATTR
 from polyflow.ir.ops import all_operands, block_ops, defined_in, remap_operands, walk
@@ -39,7 +39,6 @@ from .checkpoint import (
     restricted_loop,
     segments_of,
     snapshots,
-    static_trip_count,
 )
 from .contraction import order_as_contraction
 from .overwrites import Bound, Overwrites
@@ -617,7 +616,7 @@ class _Differentiator:
         state = self._state(op)
         if len(op.results) or state is None or segments_of(op, 1) is None:
             return None
-        trip = static_trip_count(op)
+        trip = constant_trip_count(op)
         per_step = _bytes_per_first_index(tapes)
         state_bytes = _bytes_of(state)
         if self.checkpoint_steps is not None:

@@ -67,3 +67,16 @@ def substituted(
     if isinstance(expr, ir.AffineFloorDivExpr):
         return ir.AffineExpr.get_floor_div(lhs, rhs)
     return ir.AffineExpr.get_ceil_div(lhs, rhs)
+
+
+def constant_trip_count(loop: ir.Operation) -> int | None:
+    """The iterations of a step-1 `affine.for` with constant single bounds; None otherwise."""
+    bounds = []
+    for name in ("lowerBoundMap", "upperBoundMap"):
+        bound = ir.AffineMapAttr(loop.attributes[name]).value
+        if len(bound.results) != 1 or not isinstance(bound.results[0], ir.AffineConstantExpr):
+            return None
+        bounds.append(ir.AffineConstantExpr(bound.results[0]).value)
+    if ir.IntegerAttr(loop.attributes["step"]).value != 1:
+        return None
+    return max(0, bounds[1] - bounds[0])
