@@ -201,6 +201,20 @@ class TcGradient:
     def _device_seeds(self, cupy: Any, specialized: Specialized, seed: Any) -> list[Any]:
         """One CuPy array per output holding its seed (zeros for None), copies of the CuPy
         arrays or torch CUDA tensors given (the gradient consumes them)."""
+        out = []
+        for value, name, shape, dtype in self._given_seeds(specialized, seed):
+            if value is None:
+                out.append(cupy.zeros(shape, dtype))
+                continue
+            array = cupy.array(_as_cupy(cupy, value, self.fn.name, f"seed of {name}"), dtype=dtype)
+            out.append(self._shaped(name, array, shape))
+        return out
+
+    def _given_seeds(
+        self, specialized: Specialized, seed: Any
+    ) -> list[tuple[Any, str, tuple[int, ...], np.dtype[Any]]]:
+        """(the seed given or None, the output's name, shape and dtype) per output, from
+        `seed`: an array, or a sequence with one entry per output."""
         outputs = self.fn.definition.outputs
         given = list(seed) if isinstance(seed, (tuple, list)) else [seed]
         if len(given) != len(outputs):
@@ -208,23 +222,19 @@ class TcGradient:
                 f"{self.fn.name}() has {len(outputs)} output(s): give 'seed' as a sequence of "
                 f"{len(outputs)} arrays (None for an output that gets no adjoint)"
             )
-        out = []
-        for value, tensor in zip(given, outputs, strict=True):
-            shape = specialized.shapes[tensor.name]
-            dtype = np.dtype(NUMPY_DTYPES[tensor.element])
-            if value is None:
-                out.append(cupy.zeros(shape, dtype))
-                continue
-            array = cupy.array(
-                _as_cupy(cupy, value, self.fn.name, f"seed of {tensor.name}"), dtype=dtype
+        return [
+            (value, t.name, specialized.shapes[t.name], np.dtype(NUMPY_DTYPES[t.element]))
+            for value, t in zip(given, outputs, strict=True)
+        ]
+
+    def _shaped(self, name: str, array: Any, shape: tuple[int, ...]) -> Any:
+        """`array`, the seed of output `name`, when it has the output's `shape`."""
+        if array.shape != shape:
+            raise ValueError(
+                f"the seed of output '{name}' of {self.fn.name}() must have shape {shape}, "
+                f"got {array.shape}"
             )
-            if array.shape != shape:
-                raise ValueError(
-                    f"the seed of output '{tensor.name}' of {self.fn.name}() must have shape "
-                    f"{shape}, got {array.shape}"
-                )
-            out.append(array)
-        return out
+        return array
 
     def run(
         self, args: tuple[Any, ...], seed: Any, *, outputs: bool = True
@@ -290,17 +300,8 @@ class TcGradient:
     ) -> list[np.ndarray]:
         """One array per output holding its seed (zeros for None): copies (the gradient
         consumes them), into the arrays `into` where given."""
-        outputs = self.fn.definition.outputs
-        given = list(seed) if isinstance(seed, (tuple, list)) else [seed]
-        if len(given) != len(outputs):
-            raise TypeError(
-                f"{self.fn.name}() has {len(outputs)} output(s): give 'seed' as a sequence of "
-                f"{len(outputs)} arrays (None for an output that gets no adjoint)"
-            )
         out = []
-        for k, (value, tensor) in enumerate(zip(given, outputs, strict=True)):
-            shape = specialized.shapes[tensor.name]
-            dtype = np.dtype(NUMPY_DTYPES[tensor.element])
+        for k, (value, name, shape, dtype) in enumerate(self._given_seeds(specialized, seed)):
             if value is None:
                 if into is None:
                     out.append(np.zeros(shape, dtype))
@@ -308,14 +309,9 @@ class TcGradient:
                     into[k].fill(0)
                     out.append(into[k])
                 continue
-            given_array = _as_numpy(value, self.fn.name, f"seed of {tensor.name}")
+            given_array = _as_numpy(value, self.fn.name, f"seed of {name}")
             copy = np.asarray if into is not None else np.array  # `into` is the copy
-            array = copy(given_array, dtype=dtype)
-            if array.shape != shape:
-                raise ValueError(
-                    f"the seed of output '{tensor.name}' of {self.fn.name}() must have shape "
-                    f"{shape}, got {array.shape}"
-                )
+            array = self._shaped(name, copy(given_array, dtype=dtype), shape)
             if into is None:
                 out.append(np.ascontiguousarray(array))  # a copy: the gradient consumes it
             else:

@@ -223,11 +223,10 @@ class Overwrites:
             by_name = {n: v for v, n in self.namer.params.items()}
             out: list[tuple[Bound, Bound]] = []
             for k in range(rank):
-                low = _bound(written.dim_min(k).coalesce(), by_name)
-                high = _bound(written.dim_max(k).coalesce(), by_name)
-                if low is None or high is None:
+                extremes = _extremes(written, k, by_name, coalesce=True)
+                if extremes is None:
                     return None
-                out.append((low, high))
+                out.append(extremes)
             return out
         except (NotModeled, isl.Error):
             return None
@@ -258,14 +257,25 @@ class Overwrites:
                     f"[{params}] -> {{ [{', '.join(names[: k + 1])}] : "
                     f"{' and '.join(constraints) or 'true'} }}"
                 )
-                low = _bound(domain.dim_min(k), by_name)
-                high = _bound(domain.dim_max(k), by_name)
-                if low is None or high is None:
+                extremes = _extremes(domain, k, by_name)
+                if extremes is None:
                     return None
-                out.append((low, high))
+                out.append(extremes)
             return out
         except (NotModeled, isl.Error):
             return None
+
+
+def _extremes(
+    points: isl.Set, k: int, by_name: dict[str, ir.Value], *, coalesce: bool = False
+) -> tuple[Bound, Bound] | None:
+    """(lowest, highest) value of dimension `k` of `points` as Bounds (with `coalesce`, each
+    with its pieces merged first); None where either is not a single affine piece."""
+    low, high = points.dim_min(k), points.dim_max(k)
+    if coalesce:
+        low, high = low.coalesce(), high.coalesce()
+    low_bound, high_bound = _bound(low, by_name), _bound(high, by_name)
+    return None if low_bound is None or high_bound is None else (low_bound, high_bound)
 
 
 def _bound(value: isl.PwAff, by_name: dict[str, ir.Value]) -> Bound | None:
