@@ -19,7 +19,7 @@ from polyflow.ir.ops import block_ops, walk
 _STORES = ("affine.store", "memref.store")
 
 
-def _chain(nest: ir.Operation) -> list[ir.Operation] | None:
+def loop_chain(nest: ir.Operation) -> list[ir.Operation] | None:
     """The loops of `nest` from the outside in, when each body holds at most one loop and no
     loop carries values; else None."""
     chain = [nest]
@@ -35,7 +35,7 @@ def _chain(nest: ir.Operation) -> list[ir.Operation] | None:
         chain.append(inner[0])
 
 
-def _defined_outside(value: ir.Value, nest: ir.Operation) -> bool:
+def defined_outside(value: ir.Value, nest: ir.Operation) -> bool:
     owner = value.owner
     op = owner.owner if isinstance(owner, ir.Block) else owner
     while op is not None:
@@ -51,12 +51,12 @@ def order_as_contraction(nest: ir.Operation, shadow: ir.Value) -> ir.Operation:
     indexing `shadow` (in the order of its subscripts) come first; returns the new outer loop,
     or `nest` unchanged where it is not a chain of rectangular loops with all its stores
     innermost and only to `shadow`."""
-    chain = _chain(nest)
+    chain = loop_chain(nest)
     if chain is None or len(chain) < 2:
         return nest
     ivs = [loop.regions[0].blocks[0].arguments[0] for loop in chain]
     for loop in chain:  # rectangular: bounds from outside the nest
-        if not all(_defined_outside(v, nest) for v in loop.operands):
+        if not all(defined_outside(v, nest) for v in loop.operands):
             return nest
     innermost = chain[-1].regions[0].blocks[0]
     stores = [o for o in walk(nest) if o.name in _STORES]

@@ -28,8 +28,8 @@ from mlir import ir
 from mlir.dialects import affine, arith, func, math, memref, scf
 
 from polyflow.ir.affine import constant_trip_count, substituted
-from polyflow.ir.aliasing import VIEW_OPS, view_root
-from polyflow.ir.names import REDUCTIONS_ATTR, REGION_START_ATTR
+from polyflow.ir.aliasing import VIEW_OPS, may_alias, view_root
+from polyflow.ir.names import KEEP_ORDER_ATTR, REDUCTIONS_ATTR, REGION_START_ATTR
 from polyflow.ir.ops import all_operands, block_ops, defined_in, remap_operands, walk
 from polyflow.ir.remarks import attach_remarks, remark_at
 
@@ -41,6 +41,7 @@ from .checkpoint import (
     snapshots,
 )
 from .contraction import order_as_contraction
+from .gather import merge_scatters
 from .overwrites import Bound, Overwrites
 
 
@@ -80,6 +81,8 @@ class _Frame:
     values: dict[ir.Value, ir.Value] = field(default_factory=dict)
     anchor: ir.Operation | None = None  # recomputed values are placed before it
     adjoints: dict[ir.Value, ir.Value] = field(default_factory=dict)
+    # stores whose seed is zeroed at the end of the block's adjoint (`_zero_later`)
+    zeroed_at_end: list[ir.Operation] = field(default_factory=list)
 
 
 class _Differentiator:
@@ -315,6 +318,37 @@ class _Differentiator:
     def reverse_block(self, frame: _Frame) -> None:
         for op in reversed(block_ops(frame.block)):
             self.reverse_op(frame, op)
+        for store in frame.zeroed_at_end:
+            self._shadow_store(frame, store, _zero(store.operands[0].type), 2)
+        frame.zeroed_at_end.clear()
+
+    def _zero_seed(self, frame: _Frame, op: ir.Operation) -> None:
+        """Zero the seed of store `op` (the stored value is overwritten by it): at the end of
+        its block's adjoint where `_zero_later` allows, else here, right after it was read."""
+        if self._zero_later(frame, op):
+            frame.zeroed_at_end.append(op)
+        else:
+            self._shadow_store(frame, op, _zero(op.operands[0].type), 2)
+
+    def _zero_later(self, frame: _Frame, op: ir.Operation) -> bool:
+        """Whether no op before store `op` in its block touches its array (no adjoint still to
+        come there reads or adds to the seed): the seed is then zeroed after the block's
+        adjoint. Why: a seed read and zeroed at once must be kept in a scalar by the scheduler's
+        statements (one per store), which serializes the nest (a stencil's adjoint in a time
+        loop: five updates of one seed value); read by each update and zeroed afterwards, every
+        update is a statement of its own."""
+        array = view_root(op.operands[1])
+        views = any(o.name in VIEW_OPS for o in walk(self.primal))
+        for before in block_ops(frame.block):
+            if before == op:
+                return True
+            for inner in walk(before):
+                for operand in inner.operands:
+                    if not isinstance(operand.type, ir.MemRefType):
+                        continue
+                    if view_root(operand) == array or (views and may_alias(operand, array)):
+                        return False
+        return True
 
     def reverse_op(self, frame: _Frame, op: ir.Operation) -> None:
         name = op.name
@@ -325,7 +359,9 @@ class _Differentiator:
         elif name in _LOADS:
             self._load(frame, op)
         elif name == "affine.for":
-            groups = self._distribution(op) if frame.parent is None else None
+            groups = self._distribution(op) if self._distributes(frame) else None
+            if groups is not None and frame.parent is not None and not _scatters(groups):
+                groups = None
             if groups is None:
                 if frame.parent is None and self.checkpoint_steps != 0:
                     self._top_level_loop(frame, op)
@@ -337,14 +373,22 @@ class _Differentiator:
             # last copy alone, the others treat them as constants
             outside = set(self._carried(op))
             self.active -= outside
+            copies: dict[ir.Value, list[ir.Operation]] = {}
             for group in groups:
                 self.only, self.zeroing = set(group), False
                 shadow = self.shadows[group[0].operands[0]]
                 copy = order_as_contraction(self._loop(frame, op), shadow)
-                copy.attributes[REGION_START_ATTR] = ir.UnitAttr.get()
+                copies.setdefault(shadow, []).append(copy)
+                if frame.parent is None:
+                    copy.attributes[REGION_START_ATTR] = ir.UnitAttr.get()
+            if frame.parent is not None:  # a time loop's sweep: one gather per shadow
+                for shadow, scattered in copies.items():
+                    merge_scatters(scattered, shadow)
             self.active |= outside
             self.only, self.zeroing = set(), True  # the seeds zeroed, by a nest of their own
-            self._loop(frame, op).attributes[REGION_START_ATTR] = ir.UnitAttr.get()
+            zeroing = self._loop(frame, op)
+            if frame.parent is None:
+                zeroing.attributes[REGION_START_ATTR] = ir.UnitAttr.get()
             self.only, self.in_order = None, False
         elif name in ("affine.if", "scf.if"):
             self._if(frame, op)
@@ -366,6 +410,11 @@ class _Differentiator:
                 )
         else:
             raise NotDifferentiable(f"'{name}' is not differentiated", op.location)
+
+    def _distributes(self, frame: _Frame) -> bool:
+        """Whether a nest in `frame` may be distributed (`_distribution`): at the top level,
+        and in a loop (a time loop's sweeps) but not inside a copy being distributed."""
+        return frame.parent is None or self.only is None
 
     def _distribution(self, nest: ir.Operation) -> list[list[ir.Operation]] | None:
         """The reads of top-level loop nest `nest` whose adjoints each copy of its adjoint nest
@@ -444,13 +493,13 @@ class _Differentiator:
             return
         if value not in self.active:  # a constant or an inactive value: nothing flows back
             if self.zeroing:
-                self._shadow_store(frame, op, _zero(value.type), 2)
+                self._zero_seed(frame, op)
             return
         seed = self._shadow_load(frame, op, 2)
         accumulated = _accumulated_load(op)
         if accumulated is None:
             if self.zeroing:
-                self._shadow_store(frame, op, _zero(value.type), 2)
+                self._zero_seed(frame, op)
         else:
             # X[a] = X[a] + e: the seed would be zeroed here and added back at the load
             self.kept.append(accumulated)
@@ -593,6 +642,8 @@ class _Differentiator:
         made = self.tapes[tapes:]
         plan = self._checkpoint_plan(op, made) if made else None
         if plan is None:
+            if _rewrites_in_place(op):
+                adjoint.attributes[KEEP_ORDER_ATTR] = ir.UnitAttr.get()
             return
         adjoint.erase()
         for tape in made:  # its stores in the forward sweep, then itself
@@ -1057,6 +1108,44 @@ def _reversed_strided_loop(
                 [*lower[:n_lower], t, *lower[n_lower:]],
             ).result
     return loop, index
+
+
+def _rewrites_in_place(loop: ir.Operation) -> bool:
+    """Whether no store in `loop` has a subscript that depends on its induction variable:
+    each iteration rewrites the same elements (a time loop of sweeps, a solver's iterations)."""
+    iv = loop.regions[0].blocks[0].arguments[0]
+    depends: dict[ir.Value, bool] = {}
+
+    def on_iv(value: ir.Value) -> bool:
+        if value == iv:
+            return True
+        if value in depends:
+            return depends[value]
+        depends[value] = False  # a cycle through block arguments ends here
+        owner = value.owner
+        found = False
+        if isinstance(owner, ir.Block):
+            parent = owner.owner
+            found = parent.name == "affine.for" and any(
+                on_iv(v) for v in parent.operands
+            )  # an inner loop's variable: its bounds may use the iv
+        else:
+            found = any(on_iv(v) for v in owner.operands)
+        depends[value] = found
+        return found
+
+    stores = [o for o in walk(loop) if o.name in _STORES]
+    return bool(stores) and not any(
+        on_iv(index) for store in stores for index in list(store.operands)[2:]
+    )
+
+
+def _scatters(groups: list[list[ir.Operation]]) -> bool:
+    """Whether two of `groups` (reads, by array and access pattern) read one array: their
+    adjoints update one shadow at two offsets (a stencil's), which in a single nest carries
+    dependences from one iteration to the next through memory and stays scalar."""
+    arrays = [group[0].operands[0] for group in groups]
+    return len(set(arrays)) < len(arrays)
 
 
 def _reduction_kinds(loop: ir.Operation) -> list[str]:

@@ -92,6 +92,11 @@ DISCARDED_ARGUMENTS_ATTR = "polyflow.discarded_arguments"
 # copy of a distributed nest (polyflow.autodiff): each is one contraction, scheduled on its own
 # as a primal contraction is, rather than fused with the others.
 REGION_START_ATTR = "polyflow.region_start"
+# On a top-level loop: the scheduling stage leaves it in source order, out of every region (its
+# loops are still parallelized by MLIR's dependence analysis). The adjoint marks the reversed
+# sweeps of a time loop: isl's scheduler, given their many update statements, spent its AST
+# budget (13 s on jacobi-2d's) for no faster code than the source order's.
+KEEP_ORDER_ATTR = "polyflow.keep_order"
 
 
 def gradient_name(name: str) -> str:

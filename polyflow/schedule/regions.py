@@ -38,7 +38,7 @@ from polyflow.ir.affine_text import (
 )
 from polyflow.ir.aliasing import may_alias
 from polyflow.ir.locations import source_position
-from polyflow.ir.names import NOT_AFFINE_ATTR, REGION_START_ATTR
+from polyflow.ir.names import KEEP_ORDER_ATTR, NOT_AFFINE_ATTR, REGION_START_ATTR
 from polyflow.ir.ops import block_ops
 
 # Ops that touch no memory and have no regions: they may be cloned into every statement.
@@ -232,6 +232,9 @@ def _scan(block: ir.Block, runs: list[Run], left_out: list[LeftOut]) -> None:
 
     for op in body_ops(block):
         if _fully_affine(op):
+            if KEEP_ORDER_ATTR in op.attributes:
+                flush()
+                continue
             if REGION_START_ATTR in op.attributes:
                 flush()
             current.append(op)
