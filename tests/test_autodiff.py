@@ -618,6 +618,66 @@ func.func @f(%dI: memref<4x10xf64>, %dO: memref<5x8xf64>, %W: memref<5x3xf64>) {
     assert [b.split("-> (")[1].rstrip(")>") for b in bounds] == ["4", "3", "5", "8"], bounds
 
 
+def test_a_filter_gradient_accumulates_transposed_into_a_micro_kernel() -> None:
+    """The gradient of a convolution's filter (`W̄[f,c,kh,kw] += Σ Ō[n,f,h,w]·I[n,c,h+kh,w+kw]`,
+    its last subscript over 3 elements) accumulates into a temporary with f last, over loops
+    (kh, kw, n, h | c, f, w), kept in that order: the scheduler's micro-kernel takes the three
+    innermost. The result matches NumPy's, and the small window's shadow is updated once."""
+    source = KERNELS[[k[0] for k in KERNELS].index("conv2d")][1]
+    fn = tc.define(source, "conv")
+    rng = np.random.default_rng(3)
+    images, filters, bias = (rng.standard_normal(s) for s in [(2, 5, 9, 9), (16, 5, 3, 3), (16,)])
+    seed = rng.standard_normal((2, 16, 7, 7))
+    d_filters = fn.grad(("W1",))(images, filters, bias, seed=seed)
+    expected = np.zeros_like(filters)
+    for kh in range(3):
+        for kw in range(3):
+            window = images[:, :, kh : kh + 7, kw : kw + 7]
+            expected[:, :, kh, kw] = np.einsum("nfhw,nchw->fc", seed, window)
+    np.testing.assert_allclose(d_filters, expected, rtol=1e-13, atol=1e-13)
+    stages = fn._last.stages
+    assert "memref<5x3x3x16xf64>" in stages["grad"] and "polyflow.keep_order" in stages["grad"]
+    remarks = [r for r in fn._last.report.remarks if r.kind == "micro-kernel"]
+    assert remarks, "the transposed accumulation did not become a micro-kernel"
+
+
+def test_a_short_last_subscript_without_a_long_loop_is_left_alone() -> None:
+    """`accumulate_transposed` rebuilds only what pays: a shadow whose subscripts are all short
+    (here 4 x 3, no loop of 16 or more to vectorize along) keeps its nest."""
+    from mlir import ir
+
+    from polyflow.autodiff.transpose import accumulate_transposed
+    from polyflow.ir.contexts import new_context
+
+    text = """
+func.func @f(%dW: memref<4x2x3xf64>, %dO: memref<4x8xf64>, %I: memref<2x10xf64>) {
+  affine.for %f = 0 to 4 {
+    affine.for %c = 0 to 2 {
+      affine.for %k = 0 to 3 {
+        affine.for %h = 0 to 8 {
+          %a = affine.load %dO[%f, %h] : memref<4x8xf64>
+          %b = affine.load %I[%c, %h + %k] : memref<2x10xf64>
+          %p = arith.mulf %a, %b : f64
+          %old = affine.load %dW[%f, %c, %k] : memref<4x2x3xf64>
+          %s = arith.addf %old, %p : f64
+          affine.store %s, %dW[%f, %c, %k] : memref<4x2x3xf64>
+        }
+      }
+    }
+  }
+  return
+}
+"""
+    with new_context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        entry = module.body.operations[0].regions[0].blocks[0]
+        nest = entry.operations[0].operation
+        with ir.InsertionPoint(entry):
+            assert accumulate_transposed(nest, entry.arguments[0]) == nest
+        module.operation.verify()
+        assert "memref.alloc" not in str(module)
+
+
 # (name, C source, arguments: ints size the arrays; float arrays and float scalars are active)
 C_KERNELS: list[tuple[str, str, list[Any]]] = [
     (

@@ -43,6 +43,7 @@ from .checkpoint import (
 from .contraction import order_as_contraction
 from .gather import merge_scatters
 from .overwrites import Bound, Overwrites
+from .transpose import accumulate_transposed
 
 
 class NotDifferentiable(Exception):
@@ -378,9 +379,10 @@ class _Differentiator:
                 self.only, self.zeroing = set(group), False
                 shadow = self.shadows[group[0].operands[0]]
                 copy = order_as_contraction(self._loop(frame, op), shadow)
-                copies.setdefault(shadow, []).append(copy)
                 if frame.parent is None:
                     copy.attributes[REGION_START_ATTR] = ir.UnitAttr.get()
+                    copy = accumulate_transposed(copy, shadow)
+                copies.setdefault(shadow, []).append(copy)
             if frame.parent is not None:  # a time loop's sweep: one gather per shadow
                 for shadow, scattered in copies.items():
                     merge_scatters(scattered, shadow)
