@@ -59,6 +59,8 @@ _LOADS = ("affine.load", "memref.load")
 # the tape size below which the default does not checkpoint (it costs a second run of the loop)
 _CHECKPOINT_MIN_TAPE = 8 << 20
 _STORES = ("affine.store", "memref.store")
+# on the products `adjoint·factor` that `_Differentiator._scaled` makes, until it is done
+_SCALED_ATTR = "polyflow.scaled_adjoint"
 # ops whose results never carry a derivative (their float results are pieces of rounding)
 _ZERO_DERIVATIVE = frozenset({"math.floor", "math.ceil", "math.round", "math.trunc"})
 # ops with nothing to reverse: terminators, constants, index arithmetic, sizes of arrays
@@ -310,6 +312,21 @@ class _Differentiator:
             frame.adjoints[value] = arith.AddFOp(frame.adjoints[value], contribution).result
         else:
             frame.adjoints[value] = contribution
+
+    def _scaled(self, adjoint: ir.Value, factor: ir.Value) -> ir.Value:
+        """`adjoint`·`factor`; where `adjoint` is itself an adjoint scaled by primal factors
+        (`ō·B` on its way to `Ā` in `out = alpha·A·B`), `ō·(B·factor)`: the primal factors
+        multiplied first. Why: they often vary with fewer loops than the adjoint (a
+        contraction's `B[k,j]·alpha` against `ō[i,j]`), so the product of the two is the
+        contraction's own (one multiply-add per term, not a multiply more)."""
+        owner = adjoint.owner
+        scaled = not isinstance(owner, ir.Block) and _SCALED_ATTR in owner.attributes
+        if scaled:  # (base·factors)·factor → base·(factors·factor)
+            base, factors = owner.operands
+            adjoint, factor = base, _mul(factors, factor)
+        value = _mul(adjoint, factor)
+        value.owner.attributes[_SCALED_ATTR] = ir.UnitAttr.get()
+        return value
 
     def _current(self, frame: _Frame, value: ir.Value) -> ir.Value:
         """The adjoint of `value` so far (zero when nothing has reached it)."""
@@ -875,8 +892,8 @@ class _Differentiator:
             add(0, lambda: a)
             add(1, lambda: _neg(a))
         elif name == "arith.mulf":
-            add(0, lambda: _mul(a, x(1)))
-            add(1, lambda: _mul(a, x(0)))
+            add(0, lambda: self._scaled(a, x(1)))
+            add(1, lambda: self._scaled(a, x(0)))
         elif name == "arith.divf":
             quotient = _div(a, x(1))
             add(0, lambda: quotient)
@@ -1369,6 +1386,9 @@ def differentiate(
             ignored = {a for a, off in zip(args, discarded, strict=False) if off}
             _drop_unneeded_forward(entry, differentiator.forward_end, ignored)
         differentiator.forward_end.erase()
+        for made in walk(gradient):
+            if _SCALED_ATTR in made.attributes:
+                del made.attributes[_SCALED_ATTR]
         for array in [*differentiator.tapes, *freed]:
             memref.DeallocOp(array)
         func.ReturnOp([])
