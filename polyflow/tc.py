@@ -100,7 +100,10 @@ class TcGradient:
     through the same pipeline (the adjoint is scheduled and parallelized like the primal).
     Between calls it keeps, per input shapes, the buffers it hands the kernel for the seeds and
     the outputs it does not return (as large as the outputs: reusing them is much faster than
-    fresh memory for small kernels); `release_buffers()` frees them."""
+    fresh memory for small kernels); `release_buffers()` frees them. An output whose seed is
+    None and that one cheap assignment of the inputs defines (`xc = x - means`) is not stored
+    at all: the gradient recomputes it where it is read (`frontend.tc.rematerialize`), which
+    spares memory as large as it twice (its value and its shadow)."""
 
     def __init__(self, fn: TcFunction, wrt: str | tuple[str, ...] | list[str] | None) -> None:
         floats = [t.name for t in fn.definition.inputs if t.element in _FLOAT_ELEMENTS]
@@ -121,6 +124,11 @@ class TcGradient:
         # kept between calls (zeroed or overwritten in each); fresh ones cost more than the
         # gradient of a small kernel (page faults on first touch, TLB shootdowns when freed)
         self._scratch: dict[int, tuple[list[np.ndarray], list[int]]] = {}
+        # per set of outputs without a seed: the gradient of the definition without the
+        # temporaries among them it can recompute, and the outputs that one keeps
+        self._reduced: dict[frozenset[str], tuple[TcGradient, list[str]] | None] = {}
+        # what the last CPU call ran: its stages and report (`stages`, `report`)
+        self.compiled: _Compiled | None = None
 
     def __call__(self, *args: Any, seed: Any = None) -> Any:
         inputs = self.fn.definition.inputs
@@ -132,8 +140,51 @@ class TcGradient:
         if self.fn.options.target == "cuda":
             adjoints = self._run_gpu(args, seed, emulate=False)
         else:
-            _, adjoints = self.run(args, seed, outputs=False)
+            reduced = self._without_unseeded(seed)
+            if reduced is None:
+                _, adjoints = self.run(args, seed, outputs=False)
+            else:
+                gradient, kept_seeds = reduced
+                _, adjoints = gradient.run(args, kept_seeds, outputs=False)
+                self.compiled = gradient.compiled
         return adjoints[0] if len(adjoints) == 1 else tuple(adjoints)
+
+    def _without_unseeded(self, seed: Any) -> tuple[TcGradient, list[Any]] | None:
+        """The gradient of this definition without the temporaries that get no seed here and
+        that it can recompute where they are read (`frontend.tc.rematerialize`), and the seeds
+        of the outputs it keeps; None where it drops none. The outputs are not returned, so
+        only their seeds tell which the caller wants."""
+        outputs = [t.name for t in self.fn.definition.outputs]
+        if len(outputs) < 2 or not isinstance(seed, (tuple, list)) or len(seed) != len(outputs):
+            return None
+        unseeded = frozenset(n for n, s in zip(outputs, seed, strict=True) if s is None)
+        if not unseeded:
+            return None
+        if unseeded not in self._reduced:
+            self._reduced[unseeded] = self._reduced_gradient(unseeded)
+        found = self._reduced[unseeded]
+        if found is None:
+            return None
+        gradient, kept = found
+        by_name = dict(zip(outputs, seed, strict=True))
+        return gradient, [by_name[name] for name in kept]
+
+    def _reduced_gradient(self, unseeded: frozenset[str]) -> tuple[TcGradient, list[str]] | None:
+        from polyflow.frontend.tc.rematerialize import without_temporaries
+
+        program = parse(self.fn.source, file=self.fn.file)
+        definition = program.find(self.fn.name)
+        if definition is None:
+            return None
+        found = without_temporaries(definition, set(unseeded))
+        if found is None:
+            return None
+        text, kept = found
+        try:
+            reduced = define(text, self.fn.name, options=self.fn.options, file=self.fn.file)
+        except CompileError:
+            return None  # (a range the temporary gave its readers): the gradient as it is
+        return TcGradient(reduced, self.wrt), kept
 
     def emulate(self, *args: Any, seed: Any) -> Any:
         """For a definition of target "cuda": the gradient's GPU kernels run on the CPU
@@ -249,6 +300,7 @@ class TcGradient:
             [(a.shape, a.dtype) for a in arrays], grad=wanted, discard_outputs=not outputs
         )
         fn._check_gathers(compiled.specialized, arrays)
+        self.compiled = compiled
         # taken out while in use: a call from another thread meanwhile makes its own
         scratch = self._scratch.pop(id(compiled), None)
         if scratch is None:
@@ -294,6 +346,9 @@ class TcGradient:
     def release_buffers(self) -> None:
         """Free the buffers kept between calls (the next call allocates them again)."""
         self._scratch.clear()
+        for found in self._reduced.values():
+            if found is not None:
+                found[0].release_buffers()
 
     def _seeds(
         self, specialized: Specialized, seed: Any, into: list[np.ndarray] | None = None

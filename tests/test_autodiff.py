@@ -325,6 +325,50 @@ def test_a_gradient_that_returns_only_adjoints_skips_the_primal_work_they_do_not
     assert np.allclose(d_w, want)
 
 
+_MIXTURE = """
+def mixture(double(N,D) x, double(K,D) means, double(K,D,D) L, double(K) alphas)
+    -> (xc, qx, sq, score) {
+  xc(i,k,a) = x(i,a) - means(k,a)
+  qx(i,k,a) +=! L(k,a,b) * xc(i,k,b)
+  sq(i,k) +=! qx(i,k,a) * qx(i,k,a)
+  score(i) +=! exp(alphas(k) - 0.5 * sq(i,k)) + xc(i,k,0)
+}
+"""
+
+
+def test_unseeded_cheap_temporaries_are_recomputed_where_read_not_stored() -> None:
+    """`fn.grad` of a definition whose temporary `xc` (a difference of parameters) gets no
+    seed: the gradient runs the definition with `xc` substituted into its readers, so neither
+    `xc` nor its shadow is allocated (GMM's peak memory); the adjoints equal `vjp`'s, which
+    keeps every output. `qx`, a reduction, and a seeded temporary stay."""
+    from polyflow.frontend.tc.parser import parse
+    from polyflow.frontend.tc.rematerialize import without_temporaries
+
+    definition = parse(_MIXTURE).find("mixture")
+    assert definition is not None
+    text, kept = without_temporaries(definition, {"xc", "qx", "sq"}) or ("", [])
+    assert kept == ["qx", "sq", "score"]
+    assert "(L(k, a, b) * (x(i, b) - means(k, b)))" in text and "xc" not in text
+    assert "(x(i, 0) - means(k, 0))" in text
+    assert without_temporaries(definition, {"qx", "sq"}) is None
+    fn = tc.define(_MIXTURE, "mixture")
+    rng = np.random.default_rng(8)
+    args = [rng.standard_normal(s) for s in [(7, 3), (4, 3), (4, 3, 3), (4,)]]
+    seed = rng.standard_normal(7)
+    gradient = fn.grad(("means", "L", "alphas"))
+    got = gradient(*args, seed=[None, None, None, seed])
+    assert gradient.compiled is not None and "xc" not in gradient.compiled.specialized.shapes
+    _, want = fn.vjp(*args, seed=[None, None, None, seed])  # x too: want[0]
+    for a, b in zip(got, want[1:], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13)
+    seed_xc = rng.standard_normal((7, 4, 3))  # seeded: xc stays an output of the gradient
+    got = gradient(*args, seed=[seed_xc, None, None, seed])
+    assert "xc" in gradient.compiled.specialized.shapes
+    _, want = fn.vjp(*args, seed=[seed_xc, None, None, seed])
+    for a, b in zip(got, want[1:], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13)
+
+
 def test_a_gradient_called_again_starts_afresh() -> None:
     """The buffers a gradient keeps between calls (seeds, outputs it does not return) hold
     nothing over: a None seed after a given one is zero again, and an output accumulated with

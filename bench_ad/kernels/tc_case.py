@@ -21,8 +21,8 @@ class TracedGradient:
 
     def __call__(self, *args: Any, seed: Any) -> Any:
         result = self.gradient(*args, seed=seed)
-        if self.ir is None:  # the call compiled (or found) the gradient: fn's last compile
-            self.ir = GradientIR(f"{self.fn.name}_grad", self.fn._last.stages)
+        if self.ir is None and self.gradient.compiled is not None:  # what the call ran
+            self.ir = GradientIR(f"{self.fn.name}_grad", self.gradient.compiled.stages)
         return result
 
 

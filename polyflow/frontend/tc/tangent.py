@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import syntax as ast
+from .text import expr_text, ranges_text, statement_text, type_text
 
 # d f(x) / dx for the builtins of one float argument, as a TC expression of x (text)
 _UNARY: dict[str, Callable[[str], str] | None] = {
@@ -77,7 +78,7 @@ def jvp_definition(program: ast.Program, name: str, wrt: tuple[str, ...]) -> tup
                 f"{name}(): forward mode does not differentiate calls of other definitions "
                 f"(line {statement.pos.line})"
             )
-        lines.append(_statement(statement))
+        lines.append(statement_text(statement))
         lines += _tangent_statements(statement, active, scalars, tensors, helpers)
     for output in definition.outputs:
         if output.name not in active:  # its tangent is zero; shaped like it
@@ -85,9 +86,9 @@ def jvp_definition(program: ast.Program, name: str, wrt: tuple[str, ...]) -> tup
             if indices is None:
                 raise ValueError(f"{name}(): no statement writes output '{output.name}'")
             lines.append(f"{tangent_name(output.name)}({indices}) = 0.0 * {output.name}({indices})")
-    params = [f"{_type(p.type)} {p.name}" for p in definition.params]
+    params = [f"{type_text(p.type)} {p.name}" for p in definition.params]
     params += [
-        f"{_type(p.type)} {tangent_name(p.name)}" for p in definition.params if p.name in wrt
+        f"{type_text(p.type)} {tangent_name(p.name)}" for p in definition.params if p.name in wrt
     ]
     outputs = [o.name for o in definition.outputs]
     outputs += [tangent_name(o) for o in outputs] + helpers
@@ -116,7 +117,7 @@ def _tangent_statements(
     tensor = statement.tensor
     dot = tangent_name(tensor)
     indices = ", ".join(i.name for i in statement.indices)
-    where = _ranges(statement.ranges)
+    where = ranges_text(statement.ranges)
     if derivative is None:
         if tensor in active and statement.op != "=":  # an update of an active tensor: unchanged
             return []
@@ -133,7 +134,7 @@ def _tangent_statements(
         # of the nonzero ones; with more, nothing
         zeros, rest = f"{dot}_zeros", f"{dot}_rest"
         helpers += [zeros, rest]
-        factor = _expr(statement.rhs)
+        factor = expr_text(statement.rhs)
         at = f"({indices})"
         active.add(tensor)
         return [
@@ -146,7 +147,7 @@ def _tangent_statements(
     if statement.op in ("max=", "min="):
         count = f"{dot}_ties"
         helpers.append(count)
-        reaches = f"({_expr(statement.rhs)}) == {tensor}({indices})"
+        reaches = f"({expr_text(statement.rhs)}) == {tensor}({indices})"
         active.add(tensor)
         return [
             f"{count}({indices}) +=! ({reaches}) ? 1.0 : 0.0{where}",
@@ -177,11 +178,11 @@ def _derivative(
         then, otherwise = d(expr.then), d(expr.otherwise)
         if then is None and otherwise is None:
             return None
-        return f"(({_expr(expr.cond)}) ? ({then or '0.0'}) : ({otherwise or '0.0'}))"
+        return f"(({expr_text(expr.cond)}) ? ({then or '0.0'}) : ({otherwise or '0.0'}))"
     if isinstance(expr, ast.Binary):
         if expr.op in _COMPARISONS:
             return None
-        a, b = _expr(expr.left), _expr(expr.right)
+        a, b = expr_text(expr.left), expr_text(expr.right)
         da, db = d(expr.left), d(expr.right)
         if da is None and db is None:
             return None
@@ -200,7 +201,7 @@ def _derivative(
             )
         raise ValueError(f"forward mode does not differentiate '{expr.op}' yet")
     assert isinstance(expr, ast.Apply)
-    args = [_expr(a) for a in expr.args]
+    args = [expr_text(a) for a in expr.args]
     if expr.name in tensors:  # an access: its subscripts are indices, never differentiated
         return f"{tangent_name(expr.name)}({', '.join(args)})" if expr.name in active else None
     if expr.name in _UNARY or expr.name in ("fabs", "abs"):
@@ -260,38 +261,3 @@ def _sum(a: str | None, b: str | None) -> str | None:
     if b is None:
         return a
     return f"({a} + {b})"
-
-
-# ----- TC text
-
-
-def _type(t: ast.TensorType) -> str:
-    return f"{t.element}({', '.join(str(d) for d in t.dims)})" if t.dims else t.element
-
-
-def _ranges(ranges: tuple[ast.RangeClause, ...]) -> str:
-    if not ranges:
-        return ""
-    return " where " + ", ".join(f"{r.index} in {_expr(r.low)}:{_expr(r.high)}" for r in ranges)
-
-
-def _statement(statement: ast.Comprehension) -> str:
-    indices = ", ".join(i.name for i in statement.indices)
-    op = statement.op + ("!" if statement.init else "")
-    return f"{statement.tensor}({indices}) {op} {_expr(statement.rhs)}{_ranges(statement.ranges)}"
-
-
-def _expr(expr: ast.Expr) -> str:
-    if isinstance(expr, ast.Number):
-        return repr(float(expr.value)) if expr.is_float else str(expr.value)
-    if isinstance(expr, ast.Name):
-        return expr.name
-    if isinstance(expr, ast.DimSize):
-        return f"{expr.tensor}.{expr.dim}"
-    if isinstance(expr, ast.Unary):
-        return f"({expr.op}{_expr(expr.operand)})"
-    if isinstance(expr, ast.Binary):
-        return f"({_expr(expr.left)} {expr.op} {_expr(expr.right)})"
-    if isinstance(expr, ast.Ternary):
-        return f"({_expr(expr.cond)} ? {_expr(expr.then)} : {_expr(expr.otherwise)})"
-    return f"{expr.name}({', '.join(_expr(a) for a in expr.args)})"

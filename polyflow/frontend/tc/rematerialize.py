@@ -1,0 +1,187 @@
+"""A TC definition without some of its temporaries: an output that nobody asks for (a gradient's
+caller wants neither its value nor its adjoint), defined by one plain assignment of a cheap
+expression of the parameters (`xc(i,k,a) = x(i,a) - means(k,a)`), is substituted into the
+statements that read it (`qx(i,k,a) += Lt(k,a,b) * (x(i,b) - means(k,b))`), and neither
+computed nor returned.
+
+Why: reverse mode gives every array of the forward sweep a shadow as large; a temporary as
+large as GMM's (n·K·d) then costs four arrays (its value, its shadow, and the buffers the caller
+hands over for them), which made the gradient's peak memory twice the primal's. Recomputing a
+subtraction where it is read is cheaper than storing it and reading it back.
+
+Cheap: `+`, `-`, `*`, negation, numbers and reads of parameters (which no statement writes, so
+the substitution reads the same values). The values of the other outputs are those of the
+definition: each read of the temporary is replaced by the expression it stored.
+"""
+
+from __future__ import annotations
+
+from . import syntax as ast
+from .text import statement_text, type_text
+
+_CHEAP = frozenset({"+", "-", "*"})
+
+
+def without_temporaries(
+    definition: ast.Definition, unwanted: set[str]
+) -> tuple[str, list[str]] | None:
+    """The TC source of `definition` with the outputs of `unwanted` it can drop substituted
+    into their readers (module docstring), and the names of the outputs it keeps; None where it
+    drops none."""
+    if any(isinstance(s, ast.CallStatement) for s in definition.body):
+        return None
+    params = {p.name for p in definition.params}
+    body = [s for s in definition.body if isinstance(s, ast.Comprehension)]
+    dropped: set[str] = set()
+    for output in definition.outputs:
+        name = output.name
+        if name not in unwanted:
+            continue
+        writes = [k for k, s in enumerate(body) if s.tensor == name]
+        if len(writes) != 1:
+            continue
+        at = writes[0]
+        statement = body[at]
+        if not _plain_assignment(statement, params):
+            continue
+        if any(_reads(s, name) for s in body[: at + 1]):
+            continue
+        if any(_reads_in_ranges(s, name) for s in body):
+            continue
+        indices = [i.name for i in statement.indices]
+        body = body[:at] + [_substituted(s, name, indices, statement.rhs) for s in body[at + 1 :]]
+        dropped.add(name)
+    if not dropped:
+        return None
+    kept = [o for o in definition.outputs if o.name not in dropped]
+    params_text = ", ".join(f"{type_text(p.type)} {p.name}" for p in definition.params)
+    outputs_text = ", ".join(
+        f"{type_text(o.type)} {o.name}" if o.type is not None else o.name for o in kept
+    )
+    lines = "\n".join(f"  {statement_text(s)}" for s in body)
+    text = f"def {definition.name}({params_text}) -> ({outputs_text}) {{\n{lines}\n}}\n"
+    return text, [o.name for o in kept]
+
+
+def _plain_assignment(statement: ast.Comprehension, params: set[str]) -> bool:
+    """`T(i, j, ...) = e` over distinct indices, without ranges, e cheap (module docstring)."""
+    if statement.op != "=" or statement.ranges:
+        return False
+    names = [i.name for i in statement.indices]
+    if len(set(names)) != len(names) or not _cheap(statement.rhs, params):
+        return False
+    # each index is read by the expression, which then gives its range wherever it is put
+    return all(_indexes(statement.rhs, index) for index in names)
+
+
+def _indexes(expr: ast.Expr, index: str) -> bool:
+    """Whether `index` appears in a subscript of a read in `expr`."""
+    if isinstance(expr, ast.Apply):
+        return any(_mentions_name(a, index) for a in expr.args) or any(
+            _indexes(a, index) for a in expr.args
+        )
+    if isinstance(expr, ast.Unary):
+        return _indexes(expr.operand, index)
+    if isinstance(expr, ast.Binary):
+        return _indexes(expr.left, index) or _indexes(expr.right, index)
+    return False
+
+
+def _mentions_name(expr: ast.Expr, name: str) -> bool:
+    if isinstance(expr, ast.Name):
+        return expr.name == name
+    if isinstance(expr, ast.Binary):
+        return _mentions_name(expr.left, name) or _mentions_name(expr.right, name)
+    if isinstance(expr, ast.Unary):
+        return _mentions_name(expr.operand, name)
+    return False
+
+
+def _cheap(expr: ast.Expr, params: set[str]) -> bool:
+    if isinstance(expr, (ast.Number, ast.Name, ast.DimSize)):
+        return True
+    if isinstance(expr, ast.Unary):
+        return expr.op == "-" and _cheap(expr.operand, params)
+    if isinstance(expr, ast.Binary):
+        return expr.op in _CHEAP and _cheap(expr.left, params) and _cheap(expr.right, params)
+    if isinstance(expr, ast.Apply):  # a read: of a parameter, with index expressions
+        return expr.name in params
+    return False
+
+
+def _reads(statement: ast.Comprehension, tensor: str) -> bool:
+    return _mentions(statement.rhs, tensor)
+
+
+def _reads_in_ranges(statement: ast.Comprehension, tensor: str) -> bool:
+    return any(_mentions(r.low, tensor) or _mentions(r.high, tensor) for r in statement.ranges)
+
+
+def _mentions(expr: ast.Expr, tensor: str) -> bool:
+    if isinstance(expr, ast.Apply):
+        return expr.name == tensor or any(_mentions(a, tensor) for a in expr.args)
+    if isinstance(expr, ast.DimSize):
+        return expr.tensor == tensor
+    if isinstance(expr, ast.Unary):
+        return _mentions(expr.operand, tensor)
+    if isinstance(expr, ast.Binary):
+        return _mentions(expr.left, tensor) or _mentions(expr.right, tensor)
+    if isinstance(expr, ast.Ternary):
+        return any(_mentions(e, tensor) for e in (expr.cond, expr.then, expr.otherwise))
+    return False
+
+
+def _substituted(
+    statement: ast.Comprehension, tensor: str, indices: list[str], value: ast.Expr
+) -> ast.Comprehension:
+    """`statement` with each read `tensor(e1, ..)` replaced by `value` at indices (e1, ..)."""
+    return ast.Comprehension(
+        tensor=statement.tensor,
+        indices=statement.indices,
+        op=statement.op,
+        init=statement.init,
+        rhs=_replace(statement.rhs, tensor, indices, value),
+        ranges=statement.ranges,
+        pos=statement.pos,
+    )
+
+
+def _replace(expr: ast.Expr, tensor: str, indices: list[str], value: ast.Expr) -> ast.Expr:
+    if isinstance(expr, ast.Apply):
+        args = tuple(_replace(a, tensor, indices, value) for a in expr.args)
+        if expr.name == tensor:
+            return _at(value, dict(zip(indices, args, strict=True)))
+        return ast.Apply(expr.name, args, expr.pos)
+    if isinstance(expr, ast.Unary):
+        return ast.Unary(expr.op, _replace(expr.operand, tensor, indices, value), expr.pos)
+    if isinstance(expr, ast.Binary):
+        return ast.Binary(
+            expr.op,
+            _replace(expr.left, tensor, indices, value),
+            _replace(expr.right, tensor, indices, value),
+            expr.pos,
+        )
+    if isinstance(expr, ast.Ternary):
+        return ast.Ternary(
+            _replace(expr.cond, tensor, indices, value),
+            _replace(expr.then, tensor, indices, value),
+            _replace(expr.otherwise, tensor, indices, value),
+            expr.pos,
+        )
+    return expr
+
+
+def _at(expr: ast.Expr, indices: dict[str, ast.Expr]) -> ast.Expr:
+    """`expr` with its index names replaced by the expressions `indices` gives."""
+    if isinstance(expr, ast.Name):
+        return indices.get(expr.name, expr)
+    if isinstance(expr, ast.Apply):
+        return ast.Apply(expr.name, tuple(_at(a, indices) for a in expr.args), expr.pos)
+    if isinstance(expr, ast.Unary):
+        return ast.Unary(expr.op, _at(expr.operand, indices), expr.pos)
+    if isinstance(expr, ast.Binary):
+        return ast.Binary(expr.op, _at(expr.left, indices), _at(expr.right, indices), expr.pos)
+    return expr
+
+
+__all__ = ["without_temporaries"]
