@@ -353,20 +353,49 @@ def test_unseeded_cheap_temporaries_are_recomputed_where_read_not_stored() -> No
     assert without_temporaries(definition, {"qx", "sq"}) is None
     fn = tc.define(_MIXTURE, "mixture")
     rng = np.random.default_rng(8)
-    args = [rng.standard_normal(s) for s in [(7, 3), (4, 3), (4, 3, 3), (4,)]]
+    args = [rng.standard_normal(s) for s in [(7, 16), (4, 16), (4, 16, 16), (4,)]]
+    args[2] *= 0.1
     seed = rng.standard_normal(7)
     gradient = fn.grad(("means", "L", "alphas"))
     got = gradient(*args, seed=[None, None, None, seed])
     assert gradient.compiled is not None and "xc" not in gradient.compiled.specialized.shapes
+    # means̄[k,b] is then a sum over i and a: ordered (a | k, b, i) for the micro-kernels
+    assert "polyflow.keep_order" in gradient.compiled.stages["grad"]
     _, want = fn.vjp(*args, seed=[None, None, None, seed])  # x too: want[0]
     for a, b in zip(got, want[1:], strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13)
-    seed_xc = rng.standard_normal((7, 4, 3))  # seeded: xc stays an output of the gradient
+    seed_xc = rng.standard_normal((7, 4, 16))  # seeded: xc stays an output of the gradient
     got = gradient(*args, seed=[seed_xc, None, None, seed])
     assert "xc" in gradient.compiled.specialized.shapes
     _, want = fn.vjp(*args, seed=[seed_xc, None, None, seed])
     for a, b in zip(got, want[1:], strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13)
+
+
+def test_a_costly_value_the_primal_stored_is_read_back_not_computed_again() -> None:
+    """The adjoint of `a = tanh(h + b)` needs tanh(h + b): the forward sweep stored it in `a`,
+    which nothing overwrites, so the adjoint loads it (one tanh in the gradient, not two); a
+    value stored where a later statement overwrites it is computed again (C kernel
+    `costly_value_overwritten_later`, checked against central differences)."""
+    layer = tc.define(
+        """def layer(double(B,I) X, double(O,I) W, double(O) b, double(P,O) V) -> (h, a, y) {
+             h(n,o) +=! X(n,i) * W(o,i)
+             a(n,o) = tanh(h(n,o) + b(o))
+             y(n,p) +=! a(n,o) * V(p,o)
+           }"""
+    )
+    rng = np.random.default_rng(9)
+    x, w, b, v = (rng.standard_normal(s) for s in [(5, 4), (3, 4), (3,), (2, 3)])
+    seed = rng.standard_normal((5, 2))
+    gradient = layer.grad(("W", "b"))
+    d_w, d_b = gradient(x, w, b, v, seed=[None, None, seed])
+    assert gradient.compiled is not None
+    grad = gradient.compiled.stages["grad"]
+    assert grad[grad.index("@layer_grad(") :].count("math.tanh") == 1
+    d_a = seed @ v
+    d_h = d_a * (1 - np.tanh(x @ w.T + b) ** 2)
+    np.testing.assert_allclose(d_w, d_h.T @ x, rtol=1e-12)
+    np.testing.assert_allclose(d_b, d_h.sum(axis=0), rtol=1e-12)
 
 
 def test_a_gradient_called_again_starts_afresh() -> None:
@@ -835,6 +864,16 @@ C_KERNELS: list[tuple[str, str, list[Any]]] = [
              }
            }""",
         [8, (8,), (8,)],
+    ),
+    (
+        "costly_value_overwritten_later",
+        """#include <math.h>
+           void f(int n, double x[n], double y[n]) {
+             for (int i = 0; i < n; i++) y[i] = exp(x[i]) + 1.0;
+             for (int i = 0; i < n; i++) y[i] = exp(0.5 * x[i]);
+             for (int i = 1; i < n; i++) y[i] = y[i] * y[i - 1];
+           }""",
+        [6, (6,), (6,)],
     ),
     (
         "triangular_solve_forward",

@@ -79,6 +79,7 @@ def differentiate_module(module: ir.Module, options: Options) -> ir.Module:
                     fast=options.reassociation,
                     checkpoint_steps=options.checkpoint_steps,
                     discarded=discarded,
+                    for_cpu=options.target == "cpu",
                 )
             except NotDifferentiable as error:
                 message = f"cannot differentiate '{name}': {error.message}"

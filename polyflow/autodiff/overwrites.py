@@ -21,6 +21,7 @@ from polyflow.ir.aliasing import VIEW_OPS, view_root
 from polyflow.ir.ops import walk
 
 _LOADS = ("affine.load", "memref.load")
+_STORES = ("affine.store", "memref.store")
 
 
 @dataclass(frozen=True)
@@ -82,10 +83,11 @@ class Overwrites:
 
     def overwritten(self, load: ir.Operation) -> bool:
         """Whether some op of the function may write the element `load` reads after it reads
-        it (True where the accesses cannot be modeled)."""
+        it (True where the accesses cannot be modeled); for a store, the element it writes
+        after it writes it."""
         if load in self._answers:
             return self._answers[load]
-        array = load.operands[0]
+        array = load.operands[1] if load.name in _STORES else load.operands[0]
         root = view_root(array)
         answer = False
         for op in self.order:
@@ -94,7 +96,7 @@ class Overwrites:
                 continue
             if op.name in VIEW_OPS:
                 continue  # a view itself writes nothing; its stores are seen below
-            if op.name not in ("affine.store", "memref.store") or op.operands[1] != array:
+            if op.name not in _STORES or op.operands[1] != array:
                 answer = True  # a call, a copy, a store through another view: anything
                 break
             if self._may_follow(load, op):
@@ -126,7 +128,7 @@ class Overwrites:
             for loop, n in zip(store_loops, b, strict=True)
         }
         constraints = self._domain(around_load, a_ivs) + self._domain(around_store, b_ivs)
-        load_subscripts = self._subscripts(load, 1, a_ivs)
+        load_subscripts = self._subscripts(load, 2 if load.name in _STORES else 1, a_ivs)
         store_subscripts = self._subscripts(store, 2, b_ivs)
         if load_subscripts is not None and store_subscripts is not None:
             constraints += [

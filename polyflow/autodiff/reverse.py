@@ -59,6 +59,15 @@ _LOADS = ("affine.load", "memref.load")
 # the tape size below which the default does not checkpoint (it costs a second run of the loop)
 _CHECKPOINT_MIN_TAPE = 8 << 20
 _STORES = ("affine.store", "memref.store")
+# values the adjoint reads back from where the primal stored them rather than compute again
+_COSTLY = frozenset(
+    {
+        "math.tanh", "math.exp", "math.exp2", "math.expm1", "math.log", "math.log1p",
+        "math.log2", "math.log10", "math.sin", "math.cos", "math.tan", "math.atan",
+        "math.atan2", "math.sinh", "math.cosh", "math.asin", "math.acos", "math.powf",
+        "math.erf", "math.cbrt", "math.sqrt", "math.rsqrt",
+    }
+)  # fmt: skip
 # on the products `adjoint·factor` that `_Differentiator._scaled` makes, until it is done
 _SCALED_ATTR = "polyflow.scaled_adjoint"
 # ops whose results never carry a derivative (their float results are pieces of rounding)
@@ -122,6 +131,7 @@ class _Differentiator:
         # checkpointing (`checkpoint.py`): None: where it saves memory; 0: never; else the
         # segment length of every top-level loop that tapes
         self.checkpoint_steps = checkpoint_steps
+        self.for_cpu = True  # set by `differentiate`
         # while a checkpointed loop's segment is reversed: its tapes are allocated here, and
         # each checkpointed loop's tape dimension holds one segment
         self.tape_point: ir.InsertionPoint | None = None
@@ -192,6 +202,15 @@ class _Differentiator:
         if isinstance(owner, ir.Block):  # the running value of a loop-carried value
             return self._taped(home, value)
         op = owner.operation
+        stored = _stored_where(value) if op.name in _COSTLY else None
+        if stored is not None and not self.overwrites.overwritten(stored):
+            # the primal stored it where nothing overwrites it: read, not computed again
+            array = self.value(home, stored.operands[1])
+            indices = [self.value(home, v) for v in list(stored.operands)[2:]]
+            with ir.InsertionPoint(home.anchor):
+                loaded = affine.AffineLoadOp(value.type, array, indices, _map(stored))
+            home.values[value] = loaded.result
+            return loaded.result
         if any(self.overwrites.overwritten(o) for o in walk(op) if o.name in _LOADS):
             return self._taped(home, value)
         outside: dict[ir.Value, ir.Value] = {}
@@ -398,7 +417,8 @@ class _Differentiator:
                 copy = order_as_contraction(self._loop(frame, op), shadow)
                 if frame.parent is None:
                     copy.attributes[REGION_START_ATTR] = ir.UnitAttr.get()
-                    copy = accumulate_transposed(copy, shadow)
+                    if self.for_cpu:
+                        copy = accumulate_transposed(copy, shadow)
                 copies.setdefault(shadow, []).append(copy)
             if frame.parent is not None:  # a time loop's sweep: one gather per shadow
                 for shadow, scattered in copies.items():
@@ -1159,6 +1179,16 @@ def _rewrites_in_place(loop: ir.Operation) -> bool:
     )
 
 
+def _stored_where(value: ir.Value) -> ir.Operation | None:
+    """An `affine.store` of `value` in its block, when there is one."""
+    block = value.owner.operation.block
+    for use in value.uses:
+        user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+        if user.name == "affine.store" and use.operand_number == 0 and user.block == block:
+            return user
+    return None
+
+
 def _scatters(groups: list[list[ir.Operation]]) -> bool:
     """Whether two of `groups` (reads, by array and access pattern) read one array: their
     adjoints update one shadow at two offsets (a stencil's), which in a single nest carries
@@ -1313,13 +1343,16 @@ def differentiate(
     fast: bool,
     checkpoint_steps: int | None = None,
     discarded: list[bool] | None = None,
+    for_cpu: bool = True,
 ) -> None:
     """Fill the declared `gradient` with primal's body and its adjoint sweep. The declaration
     takes primal's arguments, then one shadow per argument marked in `active` (an array's
     shadow has its type; a float scalar's is a one-element memref its adjoint is added to), then one
     seed per float result of primal; it returns nothing. `checkpoint_steps`: see
     `Options.checkpoint_steps`. `discarded`: the arguments whose final values the caller
-    ignores; the forward sweep's nests that only compute those are left out."""
+    ignores; the forward sweep's nests that only compute those are left out. `for_cpu`: loop
+    orders meant for the CPU's micro-kernels (`transpose.py`) are made; the GPU mapping wants
+    every nest scheduled."""
     primal_body = primal.regions[0].blocks[0]
     primal_args = list(primal_body.arguments)
     declared = list(ir.FunctionType(ir.TypeAttr(gradient.attributes["function_type"]).value).inputs)
@@ -1364,6 +1397,7 @@ def differentiate(
         differentiator = _Differentiator(
             primal, shadows, fast, set(scalar_shadows), checkpoint_steps
         )
+        differentiator.for_cpu = for_cpu
         differentiator.forward = forward
         differentiator.forward_end = arith.ConstantOp(ir.IndexType.get(), 0).operation
         differentiator.top_values = values

@@ -42,6 +42,8 @@ def accumulate_transposed(nest: ir.Operation, shadow: ir.Value) -> ir.Operation:
     if plan is None:
         return nest
     chain, positions, order, perm = plan
+    if perm is None:
+        return _reorder(nest, chain, order)
     ivs = [loop.regions[0].blocks[0].arguments[0] for loop in chain]
     shadow_type = ir.MemRefType(shadow.type)
     element = shadow_type.element_type
@@ -83,21 +85,36 @@ def accumulate_transposed(nest: ir.Operation, shadow: ir.Value) -> ir.Operation:
             identity = ir.AffineMap.get_identity(len(xs))
             current = affine.AffineLoadOp(element, shadow, xs, identity).result
             partial = affine.AffineLoadOp(element, temporary, [xs[k] for k in perm], identity)
-            affine.AffineStoreOp(
-                arith.AddFOp(current, partial.result).result, shadow, xs, identity
-            )
+            affine.AffineStoreOp(arith.AddFOp(current, partial.result).result, shadow, xs, identity)
         memref.DeallocOp(temporary)
     first = temporary.owner.operation
     nest.erase()
     return first
 
 
+def _reorder(nest: ir.Operation, chain: list[ir.Operation], order: list[int]) -> ir.Operation:
+    """`nest` with its loops in `order`, kept so (`_reordered`); returns the new outer loop."""
+    ivs = [loop.regions[0].blocks[0].arguments[0] for loop in chain]
+    with ir.InsertionPoint(nest), nest.location:
+        loops = _nest([chain[k] for k in order])
+    loops[0].attributes[KEEP_ORDER_ATTR] = ir.UnitAttr.get()
+    terminator = block_ops(loops[-1].regions[0].blocks[0])[-1]
+    for loop in chain:
+        for op in block_ops(loop.regions[0].blocks[0]):
+            if not op.regions and op.name != "affine.yield":
+                op.move_before(terminator)
+    for k, loop in zip(order, loops, strict=True):
+        ivs[k].replace_all_uses_with(loop.regions[0].blocks[0].arguments[0])
+    nest.erase()
+    return loops[0]
+
+
 def _plan(
     nest: ir.Operation, shadow: ir.Value
-) -> tuple[list[ir.Operation], list[int], list[int], list[int]] | None:
+) -> tuple[list[ir.Operation], list[int], list[int], list[int] | None] | None:
     """(the chain of loops, the loop of each shadow subscript, the new loop order, the shadow's
-    dimensions in the temporary's order), or None where the module docstring's form does not
-    hold."""
+    dimensions in the temporary's order, None for no temporary), or None where the module
+    docstring's form does not hold."""
     chain = loop_chain(nest)
     if chain is None or len(chain) < 4:
         return None
@@ -120,16 +137,20 @@ def _plan(
     accumulated = [o for o in ops if o.name in _LOADS and o.operands[0] == shadow]
     if len(accumulated) != 1 or accumulated[0].name != "affine.load":
         return None
-    if str(accumulated[0].attributes["map"]) != str(store.attributes["map"]) or list(
-        accumulated[0].operands
-    )[1:] != list(store.operands)[2:]:
+    if (
+        str(accumulated[0].attributes["map"]) != str(store.attributes["map"])
+        or list(accumulated[0].operands)[1:] != list(store.operands)[2:]
+    ):
         return None
     positions = _subscript_loops(store, ivs, first=2)
     if positions is None or len(set(positions)) != len(positions):
         return None
     trips = [constant_trip_count(loop) for loop in chain]
     last = positions[-1]
+    reductions = [k for k in range(len(chain)) if k not in positions]
     short = trips[last]
+    if short is not None and short >= _LONG and len(reductions) >= 2:
+        return _reordered(chain, positions, trips, reductions)
     if short is None or short > _SHORT:
         return None
     leading = [p for p in positions[:-1] if trips[p] is not None]
@@ -142,7 +163,6 @@ def _plan(
     if not others:
         return None
     u = max(others, key=lambda p: (trips[p] or 0, -p))
-    reductions = [k for k in range(len(chain)) if k not in positions]
     reads = [o for o in ops if o.name in _LOADS and o.operands[0] != shadow]
     candidates = [k for k in reductions if _unit_stride_in_reads(reads, ivs[k])]
     if not candidates:
@@ -153,6 +173,23 @@ def _plan(
     perm = [k for k in range(len(positions)) if positions[k] != v]
     perm.append(positions.index(v))
     return chain, positions, order, perm
+
+
+def _reordered(
+    chain: list[ir.Operation], positions: list[int], trips: list[int | None], reductions: list[int]
+) -> tuple[list[ir.Operation], list[int], list[int], list[int] | None] | None:
+    """The plan for a shadow whose last subscript runs a long loop (v) but whose sum runs
+    over several loops (`means̄[k,b] -= Σ_i Σ_a L[k,a,b]·q̄[i,k,a]`): no temporary, the loops
+    ordered (other shadow loops, reductions but the longest | u, v, the longest reduction),
+    each (u, v) block summed over one loop, in registers."""
+    v = positions[-1]
+    others = [p for p in positions[:-1] if (trips[p] or 0) >= 2]
+    if not others:
+        return None
+    u = max(others, key=lambda p: (trips[p] or 0, -p))
+    r = max(reductions, key=lambda k: (trips[k] or 0, -k))
+    outer = [p for p in positions if p not in (u, v)] + [k for k in reductions if k != r]
+    return chain, positions, [*outer, u, v, r], None
 
 
 def _subscript_loops(op: ir.Operation, ivs: list[ir.Value], first: int) -> list[int] | None:
