@@ -9,6 +9,11 @@ a chain of dependent adds (a convolution's filter gradient ran 7x its primal). T
 three innermost loops (c, f, w) are a matrix product per (kh, kw, n, h) that the scheduler's
 micro-kernels run in register blocks, vectorized along f.
 
+A shadow whose last subscript already runs a long loop but whose sum runs over several loops
+(`means̄[k,b] -= Σ_i Σ_a L[k,a,b]·q̄[i,k,a]`, GMM's once its centred points are recomputed) needs
+no temporary: its loops are ordered (other loops | u, v, r) the same way, the micro-kernel taking
+(k, b, i) per a.
+
 The temporary is summed in the order of its loops and added to the shadow once: the copy's
 iterations commute (contraction.py), so only the rounding order of each sum changes. The
 accumulating nest keeps its loop order (`KEEP_ORDER_ATTR`): isl, which puts a nest's reduction
