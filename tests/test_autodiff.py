@@ -1035,6 +1035,17 @@ def test_c_gradients_built_for_the_gpu_agree_on_the_cpu(
         assert np.array_equal(cpu, gpu), (name, np.max(np.abs(cpu - gpu)))
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_random_stencils_in_time_loops_get_right_gradients(seed: int) -> None:
+    """A sample of `tests/fuzz/stencil_ad_fuzz.py` (`make fuzz` runs more): random stencil
+    sweeps in a time loop, their adjoints merged into gathers, against central differences at
+    box sizes below and above the offsets' spread."""
+    from fuzz.stencil_ad_fuzz import check_stencil
+
+    result = check_stencil(seed)
+    assert result == "ok", result
+
+
 def test_random_affine_programs_get_right_gradients_or_a_refusal() -> None:
     """A sample of tests/fuzz/ad_fuzz.py (`make fuzz` runs more): each kernel of a random
     program gets a gradient that agrees with central differences, or a CompileError."""
