@@ -167,7 +167,7 @@ class TcGradient:
             return None
         gradient, kept = found
         by_name = dict(zip(outputs, seed, strict=True))
-        return gradient, [by_name[name] for name in kept]
+        return gradient, [by_name.get(name) for name in kept]  # hoisted temporaries: None
 
     def _reduced_gradient(self, unseeded: frozenset[str]) -> tuple[TcGradient, list[str]] | None:
         from polyflow.frontend.tc.rematerialize import without_temporaries

@@ -331,7 +331,7 @@ def mixture(double(N,D) x, double(K,D) means, double(K,D,D) L, double(K) alphas)
   xc(i,k,a) = x(i,a) - means(k,a)
   qx(i,k,a) +=! L(k,a,b) * xc(i,k,b)
   sq(i,k) +=! qx(i,k,a) * qx(i,k,a)
-  score(i) +=! exp(alphas(k) - 0.5 * sq(i,k)) + xc(i,k,0)
+  score(i) +=! exp(alphas(k) - 0.5 * sq(i,k)) + xc(i,k,0) * tanh(alphas(k))
 }
 """
 
@@ -339,18 +339,23 @@ def mixture(double(N,D) x, double(K,D) means, double(K,D,D) L, double(K) alphas)
 def test_unseeded_cheap_temporaries_are_recomputed_where_read_not_stored() -> None:
     """`fn.grad` of a definition whose temporary `xc` (a difference of parameters) gets no
     seed: the gradient runs the definition with `xc` substituted into its readers, so neither
-    `xc` nor its shadow is allocated (GMM's peak memory); the adjoints equal `vjp`'s, which
-    keeps every output. `qx`, a reduction, and a seeded temporary stay."""
+    `xc` nor its shadow is allocated (GMM's peak memory), and with a costly call on parameters
+    that varies with fewer loops than its statement computed once into a temporary; the
+    adjoints equal `vjp`'s, which keeps every output. `qx`, a reduction, and a seeded
+    temporary stay."""
     from polyflow.frontend.tc.parser import parse
     from polyflow.frontend.tc.rematerialize import without_temporaries
 
     definition = parse(_MIXTURE).find("mixture")
     assert definition is not None
     text, kept = without_temporaries(definition, {"xc", "qx", "sq"}) or ("", [])
-    assert kept == ["qx", "sq", "score"]
+    # tanh(alphas(k)) in a statement over i and k: computed once per k, read per (i, k)
+    assert kept == ["qx", "sq", "score", "hoisted_0"]
     assert "(L(k, a, b) * (x(i, b) - means(k, b)))" in text and "xc" not in text
-    assert "(x(i, 0) - means(k, 0))" in text
-    assert without_temporaries(definition, {"qx", "sq"}) is None
+    assert "(x(i, 0) - means(k, 0)) * hoisted_0(k)" in text
+    assert "hoisted_0(k) = tanh(alphas(k))" in text
+    hoisted_only = without_temporaries(definition, {"qx", "sq"})
+    assert hoisted_only is not None and hoisted_only[1] == [*"xc qx sq score".split(), "hoisted_0"]
     fn = tc.define(_MIXTURE, "mixture")
     rng = np.random.default_rng(8)
     args = [rng.standard_normal(s) for s in [(7, 16), (4, 16), (4, 16, 16), (4,)]]
