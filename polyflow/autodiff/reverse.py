@@ -132,6 +132,7 @@ class _Differentiator:
         # segment length of every top-level loop that tapes
         self.checkpoint_steps = checkpoint_steps
         self.for_cpu = True  # set by `differentiate`
+        self.has_views = any(o.name in VIEW_OPS for o in self.order)
         # while a checkpointed loop's segment is reversed: its tapes are allocated here, and
         # each checkpointed loop's tape dimension holds one segment
         self.tape_point: ir.InsertionPoint | None = None
@@ -375,7 +376,7 @@ class _Differentiator:
         loop: five updates of one seed value); read by each update and zeroed afterwards, every
         update is a statement of its own."""
         array = view_root(op.operands[1])
-        views = any(o.name in VIEW_OPS for o in walk(self.primal))
+        views = self.has_views
         for before in block_ops(frame.block):
             if before == op:
                 return True
@@ -456,7 +457,8 @@ class _Differentiator:
         return frame.parent is None or self.only is None
 
     def _distribution(self, nest: ir.Operation) -> list[list[ir.Operation]] | None:
-        """The reads of top-level loop nest `nest` whose adjoints each copy of its adjoint nest
+        """The reads of loop nest `nest` (top-level, or a sweep in a loop whose adjoint
+        scatters, `_scatters`) whose adjoints each copy of its adjoint nest
         emits (one copy per array and access pattern), when the copies may run one after the
         other, each in the primal's loop order, and a last one zeroes the seeds; None to
         reverse the nest once. Each copy is then one contraction (`Ā += C̄·Bᵀ`, `B̄ += Aᵀ·C̄`)
