@@ -278,6 +278,108 @@ def test_the_gradient_of_a_layer_matches_jax(tmp_path: Path) -> None:
         assert np.allclose(mine, expected[f"arr_{k}"], rtol=1e-12, atol=1e-12)
 
 
+_JAX_FLOAT = """
+import sys
+import numpy as np
+import jax
+import jax.numpy as jnp
+kernel = sys.argv[1]
+data = np.load(sys.argv[2])
+inputs = [jnp.asarray(data[f"x{k}"]) for k in range(int(data["inputs"]))]
+seeds = tuple(jnp.asarray(data[f"s{k}"]) for k in range(int(data["outputs"])))
+def matmul(A, B):
+    return (A @ B,)
+def conv2d(I, W, b):
+    O = jax.lax.conv_general_dilated(I, W, (1, 1), "VALID")
+    return (O + b[None, :, None, None],)
+def mlp_tanh_relu(X, W1, b1, W2):
+    h = X @ W1.T
+    a = jnp.maximum(jnp.tanh(h + b1), 0.0)
+    return h, a, a @ W2.T
+def layernorm(X, g, b):
+    mean = X.mean(axis=1)
+    var = ((X - mean[:, None]) ** 2).mean(axis=1)
+    return mean, var, g * (X - mean[:, None]) * jax.lax.rsqrt(var[:, None] + 1e-5) + b
+def logsumexp(X):
+    m = X.max(axis=1)
+    s = jnp.exp(X - m[:, None]).sum(axis=1)
+    return m, s, m + jnp.log(s)
+_, pullback = jax.vjp(globals()[kernel], *inputs)
+np.savez(sys.argv[3], *[np.asarray(g) for g in pullback(seeds)])
+"""
+
+
+def _torch_float_gradients(
+    kernel: str, inputs: list[np.ndarray], seeds: list[np.ndarray]
+) -> list[np.ndarray]:
+    import torch
+
+    xs = [torch.tensor(x, requires_grad=True) for x in inputs]
+    if kernel == "matmul":
+        outs = [xs[0] @ xs[1]]
+    elif kernel == "conv2d":
+        outs = [torch.nn.functional.conv2d(xs[0], xs[1], xs[2])]
+    elif kernel == "mlp_tanh_relu":
+        h = xs[0] @ xs[1].T
+        a = torch.clamp_min(torch.tanh(h + xs[2]), 0.0)
+        outs = [h, a, a @ xs[3].T]
+    elif kernel == "layernorm":
+        mean = xs[0].mean(dim=1)
+        var = ((xs[0] - mean[:, None]) ** 2).mean(dim=1)
+        outs = [
+            mean,
+            var,
+            xs[1] * (xs[0] - mean[:, None]) * torch.rsqrt(var[:, None] + 1e-5) + xs[2],
+        ]
+    else:
+        m = xs[0].max(dim=1).values
+        s = torch.exp(xs[0] - m[:, None]).sum(dim=1)
+        outs = [m, s, m + torch.log(s)]
+    grads = torch.autograd.grad(outs, xs, [torch.tensor(s) for s in seeds])
+    return [g.numpy() for g in grads]
+
+
+_FLOAT_KERNELS = ["matmul", "conv2d", "mlp_tanh_relu", "layernorm", "logsumexp"]
+
+
+@pytest.mark.parametrize("name", _FLOAT_KERNELS)
+def test_float_kernels_agree_with_jax_and_pytorch_at_float_tolerance(
+    name: str, tmp_path: Path
+) -> None:
+    """The `float` variant of a TC/ML kernel: its gradient (all inputs, a seed per output)
+    against `jax.vjp` (CPU, float32, in a child process) and PyTorch autograd (float32), to
+    float tolerances (relative 1e-4 of the largest adjoint)."""
+    if importlib.util.find_spec("jax") is None or importlib.util.find_spec("torch") is None:
+        pytest.skip("jax or torch is not installed")
+    _, source, shapes = next(k for k in KERNELS if k[0] == name)
+    fn = tc.define(source.replace("double", "float"))
+    rng = np.random.default_rng(12)
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    outputs = fn(*inputs)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    seeds = [rng.standard_normal(np.shape(o)).astype(np.float32) for o in outputs]
+    arrays = {f"x{k}": x for k, x in enumerate(inputs)} | {f"s{k}": s for k, s in enumerate(seeds)}
+    np.savez(tmp_path / "in.npz", inputs=len(inputs), outputs=len(seeds), **arrays)
+    script = tmp_path / "jax_float.py"
+    script.write_text(_JAX_FLOAT)
+    run = subprocess.run(
+        [sys.executable, str(script), name, str(tmp_path / "in.npz"), str(tmp_path / "out.npz")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    from_jax = np.load(tmp_path / "out.npz")
+    got = fn.grad()(*inputs, seed=seeds if len(seeds) > 1 else seeds[0])
+    got = list(got) if isinstance(got, tuple) else [got]
+    from_torch = _torch_float_gradients(name, inputs, seeds)
+    for k, mine in enumerate(got):
+        assert mine.dtype == np.float32
+        for reference in (from_jax[f"arr_{k}"], from_torch[k]):
+            scale = float(np.abs(reference).max()) or 1.0
+            np.testing.assert_allclose(mine, reference, rtol=1e-4, atol=1e-4 * scale)
+
+
 def test_wrt_picks_inputs_and_vjp_returns_the_outputs_too() -> None:
     fn = tc.define(KERNELS[0][1])
     A, B = _inputs(KERNELS[0][2], seed=5)
