@@ -103,7 +103,8 @@ class TcGradient:
     fresh memory for small kernels); `release_buffers()` frees them. An output whose seed is
     None and that one cheap assignment of the inputs defines (`xc = x - means`) is not stored
     at all: the gradient recomputes it where it is read (`frontend.tc.rematerialize`), which
-    spares memory as large as it twice (its value and its shadow)."""
+    spares memory as large as it twice (its value and its shadow); and a costly call on inputs
+    that a statement repeats in loops it does not depend on is computed once."""
 
     def __init__(self, fn: TcFunction, wrt: str | tuple[str, ...] | list[str] | None) -> None:
         floats = [t.name for t in fn.definition.inputs if t.element in _FLOAT_ELEMENTS]
@@ -137,23 +138,37 @@ class TcGradient:
             args = tuple(rest)
         if seed is None:
             raise TypeError(f"the gradient of {self.fn.name}() needs the output adjoint 'seed'")
+        adjoints: list[Any] | None
         if self.fn.options.target == "cuda":
             adjoints = self._run_gpu(args, seed, emulate=False)
         else:
-            reduced = self._without_unseeded(seed)
-            if reduced is None:
+            adjoints = self._run_reduced(args, seed)
+            if adjoints is None:
                 _, adjoints = self.run(args, seed, outputs=False)
-            else:
-                gradient, kept_seeds = reduced
-                _, adjoints = gradient.run(args, kept_seeds, outputs=False)
-                self.compiled = gradient.compiled
         return adjoints[0] if len(adjoints) == 1 else tuple(adjoints)
 
+    def _run_reduced(self, args: tuple[Any, ...], seed: Any) -> list[np.ndarray] | None:
+        """The adjoints from the gradient of the rewritten definition (`_without_unseeded`);
+        None where there is none, or where it does not compile (the gradient of the definition
+        as written then says why, at the user's lines)."""
+        reduced = self._without_unseeded(seed)
+        if reduced is None:
+            return None
+        gradient, kept_seeds = reduced
+        try:
+            _, adjoints = gradient.run(args, kept_seeds, outputs=False)
+        except CompileError:
+            self._reduced = {k: None for k in self._reduced}
+            return None
+        self.compiled = gradient.compiled
+        return adjoints
+
     def _without_unseeded(self, seed: Any) -> tuple[TcGradient, list[Any]] | None:
-        """The gradient of this definition without the temporaries that get no seed here and
-        that it can recompute where they are read (`frontend.tc.rematerialize`), and the seeds
-        of the outputs it keeps; None where it drops none. The outputs are not returned, so
-        only their seeds tell which the caller wants."""
+        """The gradient of this definition rewritten for the outputs that get no seed here
+        (`frontend.tc.rematerialize`: the cheap temporaries among them recomputed where they are
+        read, costly calls invariant in some loops computed once), and the seeds of its outputs
+        (None for the hoisted temporaries); None where the rewrite changes nothing. The outputs
+        are not returned, so only their seeds tell which the caller wants."""
         outputs = [t.name for t in self.fn.definition.outputs]
         if len(outputs) < 2 or not isinstance(seed, (tuple, list)) or len(seed) != len(outputs):
             return None
