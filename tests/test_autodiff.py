@@ -936,6 +936,23 @@ C_KERNELS: list[tuple[str, str, list[Any]]] = [
         [2, 6, (6, 6, 6), (6, 6, 6)],
     ),
     (
+        "stencil_with_a_row_weight_between_its_loops",
+        """#include <math.h>
+           void f(int T, int n, double A[n][n], double B[n][n]) {
+             for (int t = 0; t < T; t++) {
+               for (int i = 1; i < n - 1; i++) {
+                 double w = sin(0.1 * i);
+                 for (int j = 1; j < n - 1; j++)
+                   B[i][j] = w * (A[i][j - 1] + A[i][j + 1]) + 0.25 * A[i - 1][j];
+               }
+               for (int i = 1; i < n - 1; i++)
+                 for (int j = 1; j < n - 1; j++)
+                   A[i][j] = 0.5 * (B[i][j] + B[i + 1][j]);
+             }
+           }""",
+        [2, 6, (6, 6), (6, 6)],
+    ),
+    (
         "nonlinear_update_in_place_taped",
         """#include <math.h>
            void f(int T, int n, double x[n]) {

@@ -105,6 +105,9 @@ def _term(copy: ir.Operation, shadow: ir.Value) -> _Term | None:
     for loop in loops:
         if not all(defined_outside(v, copy) for v in loop.operands):
             return None
+    for loop in loops[:-1]:  # values computed between the loops are not cloned with the term
+        if len(block_ops(loop.regions[0].blocks[0])) != 2:
+            return None
     body = block_ops(loops[-1].regions[0].blocks[0])[:-1]
     if any(op.regions or not op.name.startswith(_PURE_OR_LOAD) for op in body):
         return None
