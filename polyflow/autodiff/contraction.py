@@ -11,7 +11,7 @@ computes the same sums; only their rounding order changes, as for any loop order
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import affine
+from mlir.dialects import affine, arith, memref
 
 from polyflow.ir.affine import constant_trip_count
 from polyflow.ir.ops import block_ops, walk
@@ -87,35 +87,92 @@ def order_as_contraction(nest: ir.Operation, shadow: ir.Value) -> ir.Operation:
         order = [k for k in order if k != vector] + [vector]
     if order == list(range(len(chain))):
         return nest
-    # the ops between the loops are pure (loads of primal arrays and seeds, arithmetic): they
-    # move into the innermost body, ahead of its own
-    loops: list[affine.AffineForOp] = []
-    point = ir.InsertionPoint(nest)
-    for k in order:
-        old = chain[k].opview
+    loops = reordered(nest, chain, order)
+    nest.erase()
+    return loops[0]
+
+
+def empty_loops(loops: list[ir.Operation]) -> list[ir.Operation]:
+    """Empty step-1 loops with the bounds of `loops`, nested in that order at the insertion
+    point."""
+    made: list[ir.Operation] = []
+    point = ir.InsertionPoint.current
+    for old in loops:
+        view = old.opview
         with point:
             loop = affine.AffineForOp(
-                old.lowerBoundMap.value,
-                old.upperBoundMap.value,
+                view.lowerBoundMap.value,
+                view.upperBoundMap.value,
                 1,
                 [],
-                lower_bound_operands=list(old.lowerBoundOperands),
-                upper_bound_operands=list(old.upperBoundOperands),
+                lower_bound_operands=list(view.lowerBoundOperands),
+                upper_bound_operands=list(view.upperBoundOperands),
             )
-        loops.append(loop)
-        point = ir.InsertionPoint(loop.body)
-    for loop in loops:
         with ir.InsertionPoint(loop.body):
             affine.AffineYieldOp([])
-    terminator = loops[-1].body.operations[0]
+        made.append(loop.operation)
+        point = ir.InsertionPoint(loop.body.operations[0])
+    return made
+
+
+def reordered(
+    nest: ir.Operation, chain: list[ir.Operation], order: list[int]
+) -> list[ir.Operation]:
+    """The loops of `chain` (`nest`'s, `loop_chain`) rebuilt before `nest` in `order`, with
+    every op of their bodies moved into the new innermost one; `nest` is left empty for the
+    caller to erase. Returns the new loops, outermost first."""
+    ivs = [loop.regions[0].blocks[0].arguments[0] for loop in chain]
+    with ir.InsertionPoint(nest):
+        loops = empty_loops([chain[k] for k in order])
+    # the ops between the loops are pure (loads of primal arrays and seeds, arithmetic): they
+    # move into the innermost body, ahead of its own
+    terminator = block_ops(loops[-1].regions[0].blocks[0])[-1]
     for loop in chain:
         for op in block_ops(loop.regions[0].blocks[0]):
             if not op.regions and op.name != "affine.yield":
                 op.move_before(terminator)
     for k, loop in zip(order, loops, strict=True):
-        ivs[k].replace_all_uses_with(loop.induction_variable)
-    nest.erase()
-    return loops[0].operation
+        ivs[k].replace_all_uses_with(loop.regions[0].blocks[0].arguments[0])
+    return loops
+
+
+def fill_with_zeros(array: ir.Value) -> ir.Operation | None:
+    """Store 0 in every element of `array` (a loop nest at the insertion point); returns the
+    nest's outer loop (None for a 0-d array)."""
+    memref_type = ir.MemRefType(array.type)
+    element = memref_type.element_type
+    zero = arith.ConstantOp(element, ir.FloatAttr.get(element, 0.0)).result
+    uppers: list[tuple[ir.AffineMap, list[ir.Value]]] = []
+    for k, extent in enumerate(memref_type.shape):
+        if ir.ShapedType.is_dynamic_size(extent):
+            size = memref.DimOp(array, arith.ConstantOp(ir.IndexType.get(), k).result).result
+            uppers.append((ir.AffineMap.get(0, 1, [ir.AffineSymbolExpr.get(0)]), [size]))
+        else:
+            uppers.append((ir.AffineMap.get(0, 0, [ir.AffineConstantExpr.get(extent)]), []))
+    indices: list[ir.Value] = []
+    loops: list[ir.Operation] = []
+    point = ir.InsertionPoint.current
+    for upper, operands in uppers:
+        with point:
+            loop = affine.AffineForOp(
+                ir.AffineMap.get(0, 0, [ir.AffineConstantExpr.get(0)]),
+                upper,
+                1,
+                [],
+                lower_bound_operands=[],
+                upper_bound_operands=operands,
+            )
+        with ir.InsertionPoint(loop.body):
+            affine.AffineYieldOp([])
+        indices.append(loop.induction_variable)
+        loops.append(loop.operation)
+        point = ir.InsertionPoint(loop.body.operations[0])
+    with point:
+        if indices:
+            affine.AffineStoreOp(zero, array, indices, ir.AffineMap.get_identity(len(indices)))
+        else:
+            memref.StoreOp(zero, array, [])
+    return loops[0] if loops else None
 
 
 def _dims(expr: ir.AffineExpr) -> list[int]:

@@ -40,7 +40,7 @@ from .checkpoint import (
     segments_of,
     snapshots,
 )
-from .contraction import order_as_contraction
+from .contraction import fill_with_zeros, order_as_contraction
 from .gather import merge_scatters
 from .overwrites import Bound, Overwrites
 from .transpose import accumulate_transposed
@@ -1392,7 +1392,7 @@ def differentiate(
             if op.name in ("memref.alloc", "memref.alloca") and _is_float_array(op.results[0]):
                 # a local array of the body: a shadow of zeros beside it
                 shadow = copy.clone().results[0]
-                _fill_with_zeros(shadow)
+                fill_with_zeros(shadow)
                 shadows[op.results[0]] = shadow
                 if op.name == "memref.alloc":
                     freed += [copy.results[0], shadow]
@@ -1497,40 +1497,6 @@ def _is_float_array(value: ir.Value) -> bool:
     return isinstance(value.type, ir.MemRefType) and _is_float(
         ir.MemRefType(value.type).element_type
     )
-
-
-def _fill_with_zeros(array: ir.Value) -> None:
-    """Store 0 in every element of `array` (a loop nest at the insertion point)."""
-    memref_type = ir.MemRefType(array.type)
-    zero = _zero(memref_type.element_type)
-    uppers: list[tuple[ir.AffineMap, list[ir.Value]]] = []
-    for k, extent in enumerate(memref_type.shape):
-        if ir.ShapedType.is_dynamic_size(extent):
-            size = memref.DimOp(array, arith.ConstantOp(ir.IndexType.get(), k).result).result
-            uppers.append((ir.AffineMap.get(0, 1, [ir.AffineSymbolExpr.get(0)]), [size]))
-        else:
-            uppers.append((ir.AffineMap.get(0, 0, [ir.AffineConstantExpr.get(extent)]), []))
-    indices: list[ir.Value] = []
-    point = ir.InsertionPoint.current
-    for upper, operands in uppers:
-        with point:
-            loop = affine.AffineForOp(
-                ir.AffineMap.get(0, 0, [ir.AffineConstantExpr.get(0)]),
-                upper,
-                1,
-                [],
-                lower_bound_operands=[],
-                upper_bound_operands=operands,
-            )
-        with ir.InsertionPoint(loop.body):
-            affine.AffineYieldOp([])
-        indices.append(loop.induction_variable)
-        point = ir.InsertionPoint(loop.body.operations[0])
-    with point:
-        if indices:
-            affine.AffineStoreOp(zero, array, indices, ir.AffineMap.get_identity(len(indices)))
-        else:
-            memref.StoreOp(zero, array, [])
 
 
 def _element_bytes(t: ir.Type) -> int:

@@ -29,7 +29,7 @@ from polyflow.ir.affine import constant_trip_count
 from polyflow.ir.names import KEEP_ORDER_ATTR, REGION_START_ATTR
 from polyflow.ir.ops import block_ops, walk
 
-from .contraction import defined_outside, loop_chain
+from .contraction import defined_outside, empty_loops, fill_with_zeros, loop_chain, reordered
 
 # a last subscript over at most this many elements makes a poor vector loop (a 3x3 window's)
 _SHORT = 4
@@ -49,7 +49,6 @@ def accumulate_transposed(nest: ir.Operation, shadow: ir.Value) -> ir.Operation:
     chain, positions, order, perm = plan
     if perm is None:
         return _reorder(nest, chain, order)
-    ivs = [loop.regions[0].blocks[0].arguments[0] for loop in chain]
     shadow_type = ir.MemRefType(shadow.type)
     element = shadow_type.element_type
     shape = [shadow_type.shape[k] for k in perm]
@@ -62,16 +61,11 @@ def accumulate_transposed(nest: ir.Operation, shadow: ir.Value) -> ir.Operation:
     permuted = ir.AffineMap.get(access.n_dims, access.n_symbols, [access.results[k] for k in perm])
     with ir.InsertionPoint(nest), nest.location:
         temporary = memref.AllocOp(ir.MemRefType.get(shape, element), [], []).result
-        _fill_with_zeros(temporary).attributes[REGION_START_ATTR] = ir.UnitAttr.get()
-        loops = _nest([chain[k] for k in order])
+        zeroing = fill_with_zeros(temporary)
+        assert zeroing is not None  # the temporary has the shadow's rank, at least 2
+        zeroing.attributes[REGION_START_ATTR] = ir.UnitAttr.get()
+        loops = reordered(nest, chain, order)
         loops[0].attributes[KEEP_ORDER_ATTR] = ir.UnitAttr.get()
-        terminator = block_ops(loops[-1].regions[0].blocks[0])[-1]
-        for loop in chain:
-            for op in block_ops(loop.regions[0].blocks[0]):
-                if not op.regions and op.name != "affine.yield":
-                    op.move_before(terminator)
-        for k, loop in zip(order, loops, strict=True):
-            ivs[k].replace_all_uses_with(loop.regions[0].blocks[0].arguments[0])
         with ir.InsertionPoint(load):
             new_load = affine.AffineLoadOp(
                 element, temporary, list(load.operands)[1:], permuted
@@ -82,7 +76,7 @@ def accumulate_transposed(nest: ir.Operation, shadow: ir.Value) -> ir.Operation:
             affine.AffineStoreOp(store.operands[0], temporary, list(store.operands)[2:], permuted)
         store.erase()
         # W̄[x] += T[perm x], over the shadow's loops in the order of its subscripts
-        adds = _nest([chain[p] for p in positions])
+        adds = empty_loops([chain[p] for p in positions])
         adds[0].attributes[REGION_START_ATTR] = ir.UnitAttr.get()
         point = block_ops(adds[-1].regions[0].blocks[0])[-1]
         with ir.InsertionPoint(point):
@@ -99,17 +93,9 @@ def accumulate_transposed(nest: ir.Operation, shadow: ir.Value) -> ir.Operation:
 
 def _reorder(nest: ir.Operation, chain: list[ir.Operation], order: list[int]) -> ir.Operation:
     """`nest` with its loops in `order`, kept so (`_reordered`); returns the new outer loop."""
-    ivs = [loop.regions[0].blocks[0].arguments[0] for loop in chain]
-    with ir.InsertionPoint(nest), nest.location:
-        loops = _nest([chain[k] for k in order])
+    with nest.location:
+        loops = reordered(nest, chain, order)
     loops[0].attributes[KEEP_ORDER_ATTR] = ir.UnitAttr.get()
-    terminator = block_ops(loops[-1].regions[0].blocks[0])[-1]
-    for loop in chain:
-        for op in block_ops(loop.regions[0].blocks[0]):
-            if not op.regions and op.name != "affine.yield":
-                op.move_before(terminator)
-    for k, loop in zip(order, loops, strict=True):
-        ivs[k].replace_all_uses_with(loop.regions[0].blocks[0].arguments[0])
     nest.erase()
     return loops[0]
 
@@ -249,52 +235,6 @@ def _unit(expr: ir.AffineExpr, dims: list[int]) -> bool:
         if _uses(rhs, dims) and not _uses(lhs, dims):
             return _unit(rhs, dims)
     return False
-
-
-def _nest(loops: list[ir.Operation]) -> list[ir.Operation]:
-    """Empty loops with the bounds of `loops`, nested in that order at the insertion point."""
-    made: list[ir.Operation] = []
-    point = ir.InsertionPoint.current
-    for old in loops:
-        view = old.opview
-        with point:
-            loop = affine.AffineForOp(
-                view.lowerBoundMap.value,
-                view.upperBoundMap.value,
-                1,
-                [],
-                lower_bound_operands=list(view.lowerBoundOperands),
-                upper_bound_operands=list(view.upperBoundOperands),
-            )
-        with ir.InsertionPoint(loop.body):
-            affine.AffineYieldOp([])
-        made.append(loop.operation)
-        point = ir.InsertionPoint(loop.body.operations[0])
-    return made
-
-
-def _fill_with_zeros(array: ir.Value) -> ir.Operation:
-    """Zeros in every element of `array` (static shape), by a loop nest at the insertion
-    point; returns its outer loop."""
-    shape = ir.MemRefType(array.type).shape
-    zero = arith.ConstantOp(
-        ir.MemRefType(array.type).element_type,
-        ir.FloatAttr.get(ir.MemRefType(array.type).element_type, 0.0),
-    ).result
-    point = ir.InsertionPoint.current
-    ivs: list[ir.Value] = []
-    loops: list[ir.Operation] = []
-    for extent in shape:
-        with point:
-            loop = affine.AffineForOp(0, extent, 1)
-        with ir.InsertionPoint(loop.body):
-            affine.AffineYieldOp([])
-        ivs.append(loop.induction_variable)
-        loops.append(loop.operation)
-        point = ir.InsertionPoint(loop.body.operations[0])
-    with point:
-        affine.AffineStoreOp(zero, array, ivs, ir.AffineMap.get_identity(len(ivs)))
-    return loops[0]
 
 
 __all__ = ["accumulate_transposed"]
