@@ -21,6 +21,8 @@ gradient then calls exp K·d times instead of n·K·d (its adjoint reads the tem
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from . import syntax as ast
 from .text import expr_text, statement_text, type_text
 
@@ -223,30 +225,10 @@ def _subscript_names(expr: ast.Expr, out: set[str]) -> None:
 
 
 def _replaced_calls(expr: ast.Expr, replacements: dict[str, ast.Expr]) -> ast.Expr:
-    if isinstance(expr, ast.Apply):
-        found = replacements.get(expr_text(expr))
-        if found is not None:
-            return found
-        return ast.Apply(
-            expr.name, tuple(_replaced_calls(a, replacements) for a in expr.args), expr.pos
-        )
-    if isinstance(expr, ast.Unary):
-        return ast.Unary(expr.op, _replaced_calls(expr.operand, replacements), expr.pos)
-    if isinstance(expr, ast.Binary):
-        return ast.Binary(
-            expr.op,
-            _replaced_calls(expr.left, replacements),
-            _replaced_calls(expr.right, replacements),
-            expr.pos,
-        )
-    if isinstance(expr, ast.Ternary):
-        return ast.Ternary(
-            _replaced_calls(expr.cond, replacements),
-            _replaced_calls(expr.then, replacements),
-            _replaced_calls(expr.otherwise, replacements),
-            expr.pos,
-        )
-    return expr
+    return _rewritten(
+        expr,
+        lambda node: replacements.get(expr_text(node)) if isinstance(node, ast.Apply) else None,
+    )
 
 
 def _plain_assignment(statement: ast.Comprehension, params: set[str]) -> bool:
@@ -257,30 +239,9 @@ def _plain_assignment(statement: ast.Comprehension, params: set[str]) -> bool:
     if len(set(names)) != len(names) or not _cheap(statement.rhs, params):
         return False
     # each index is read by the expression, which then gives its range wherever it is put
-    return all(_indexes(statement.rhs, index) for index in names)
-
-
-def _indexes(expr: ast.Expr, index: str) -> bool:
-    """Whether `index` appears in a subscript of a read in `expr`."""
-    if isinstance(expr, ast.Apply):
-        return any(_mentions_name(a, index) for a in expr.args) or any(
-            _indexes(a, index) for a in expr.args
-        )
-    if isinstance(expr, ast.Unary):
-        return _indexes(expr.operand, index)
-    if isinstance(expr, ast.Binary):
-        return _indexes(expr.left, index) or _indexes(expr.right, index)
-    return False
-
-
-def _mentions_name(expr: ast.Expr, name: str) -> bool:
-    if isinstance(expr, ast.Name):
-        return expr.name == name
-    if isinstance(expr, ast.Binary):
-        return _mentions_name(expr.left, name) or _mentions_name(expr.right, name)
-    if isinstance(expr, ast.Unary):
-        return _mentions_name(expr.operand, name)
-    return False
+    subscripted: set[str] = set()
+    _subscript_names(statement.rhs, subscripted)
+    return set(names) <= subscripted
 
 
 def _cheap(expr: ast.Expr, params: set[str]) -> bool:
@@ -333,41 +294,42 @@ def _substituted(
 
 
 def _replace(expr: ast.Expr, tensor: str, indices: list[str], value: ast.Expr) -> ast.Expr:
-    if isinstance(expr, ast.Apply):
-        args = tuple(_replace(a, tensor, indices, value) for a in expr.args)
-        if expr.name == tensor:
-            return _at(value, dict(zip(indices, args, strict=True)))
-        return ast.Apply(expr.name, args, expr.pos)
-    if isinstance(expr, ast.Unary):
-        return ast.Unary(expr.op, _replace(expr.operand, tensor, indices, value), expr.pos)
-    if isinstance(expr, ast.Binary):
-        return ast.Binary(
-            expr.op,
-            _replace(expr.left, tensor, indices, value),
-            _replace(expr.right, tensor, indices, value),
-            expr.pos,
-        )
-    if isinstance(expr, ast.Ternary):
-        return ast.Ternary(
-            _replace(expr.cond, tensor, indices, value),
-            _replace(expr.then, tensor, indices, value),
-            _replace(expr.otherwise, tensor, indices, value),
-            expr.pos,
-        )
-    return expr
+    def visit(node: ast.Expr) -> ast.Expr | None:
+        if isinstance(node, ast.Apply) and node.name == tensor:
+            return _at(value, dict(zip(indices, node.args, strict=True)))
+        return None
+
+    return _rewritten(expr, visit)
 
 
 def _at(expr: ast.Expr, indices: dict[str, ast.Expr]) -> ast.Expr:
     """`expr` with its index names replaced by the expressions `indices` gives."""
-    if isinstance(expr, ast.Name):
-        return indices.get(expr.name, expr)
+    return _rewritten(
+        expr, lambda node: indices.get(node.name) if isinstance(node, ast.Name) else None
+    )
+
+
+def _rewritten(expr: ast.Expr, visit: Callable[[ast.Expr], ast.Expr | None]) -> ast.Expr:
+    """`expr` rebuilt from the leaves up, each node (its operands rewritten already) replaced
+    by what `visit` gives for it, or kept where that is None."""
+    node: ast.Expr = expr
     if isinstance(expr, ast.Apply):
-        return ast.Apply(expr.name, tuple(_at(a, indices) for a in expr.args), expr.pos)
-    if isinstance(expr, ast.Unary):
-        return ast.Unary(expr.op, _at(expr.operand, indices), expr.pos)
-    if isinstance(expr, ast.Binary):
-        return ast.Binary(expr.op, _at(expr.left, indices), _at(expr.right, indices), expr.pos)
-    return expr
+        node = ast.Apply(expr.name, tuple(_rewritten(a, visit) for a in expr.args), expr.pos)
+    elif isinstance(expr, ast.Unary):
+        node = ast.Unary(expr.op, _rewritten(expr.operand, visit), expr.pos)
+    elif isinstance(expr, ast.Binary):
+        node = ast.Binary(
+            expr.op, _rewritten(expr.left, visit), _rewritten(expr.right, visit), expr.pos
+        )
+    elif isinstance(expr, ast.Ternary):
+        node = ast.Ternary(
+            _rewritten(expr.cond, visit),
+            _rewritten(expr.then, visit),
+            _rewritten(expr.otherwise, visit),
+            expr.pos,
+        )
+    found = visit(node)
+    return node if found is None else found
 
 
 __all__ = ["without_temporaries"]
