@@ -94,7 +94,28 @@ def _build_parser() -> argparse.ArgumentParser:
         help="compile even when the compile cache holds the result (POLYFLOW_CACHE=off: always)",
     )
     _add_tc_parser(sub)
+    _add_tune_parser(sub)
     return parser
+
+
+def _add_tune_parser(sub: Any) -> None:
+    from polyflow.tune.command import add_tune_arguments
+
+    tune = sub.add_parser(
+        "tune",
+        help="autotune a C program's kernels or a TC definition: search the options, keep the "
+        "fastest correct build for later builds",
+        description="Search the polyhedral stage's options (tile sizes, fusion, scheduler "
+        "preset, splitting, micro-kernel shape, parallel loops, threads, wavefronts) for the "
+        "fastest build of a C program's kernels (the file needs a main: each candidate is "
+        "built, run and checked against the default build's output) or of a TC definition "
+        "(on random inputs of the --sizes given). The best options go to the tuning database; "
+        "polyflow build, compile_c, polyflow.tc and the service use them for the same kernel "
+        "and inputs (--no-tuned ignores them).",
+    )
+    tune.add_argument("source", nargs="?", help="the C or .tc file")
+    add_option_arguments(tune, c_build=True, defaults=BUILD_DEFAULTS)
+    add_tune_arguments(tune)
 
 
 def _add_tc_parser(sub: Any) -> None:
@@ -320,6 +341,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "tc":
             return _tc(args)
+        if args.command == "tune":
+            from polyflow.tune.command import run_tune_command
+
+            return run_tune_command(
+                args, options_from_args(args, BUILD_DEFAULTS), options_from_args(args, TC_DEFAULTS)
+            )
         return _build(args, options_from_args(args, BUILD_DEFAULTS))
     except CompileError as exc:
         print(exc.format(), file=sys.stderr)
@@ -420,7 +447,10 @@ def cc_main(argv: list[str] | None = None) -> int:
     cmd = parse_cc_args(argv)
     try:
         # polyflow's options from their gcc spellings and its own flags; a unit name is needed
-        options = options_from_args(parse_args(["build", "<unit>", *cmd.polyflow_args]))
+        # a build of a code base must not change because someone tuned one of its kernels:
+        # tuned options only where asked for (--use-tuned)
+        flags = ["--tuned" if a == "--use-tuned" else a for a in cmd.polyflow_args]
+        options = options_from_args(parse_args(["build", "<unit>", "--no-tuned", *flags]))
         return run_cc(cmd, argv, options)
     except CompileError as exc:
         print(exc.format(), file=sys.stderr)

@@ -264,6 +264,13 @@ class Options(BaseModel):
         description="do not parallelize loops known to run fewer iterations than this",
         json_schema_extra=_POLYHEDRAL,
     )
+    tuned: bool = Field(
+        default=True,
+        description="use the options `polyflow tune` found best for this kernel on this machine, "
+        "where the tuning database (POLYFLOW_TUNING_DB, else next to the compile cache) holds "
+        "them; the report says so. --no-tuned: the options as given",
+        json_schema_extra=_POLYHEDRAL,
+    )
     # ----- the GPU (target "cuda"; see polyflow/gpu_map)
     block: tuple[int, ...] | None = Field(
         default=None,

@@ -30,7 +30,15 @@ from polyflow.frontend.tc.checks import CheckedComprehension, CheckedDefinition,
 from polyflow.frontend.tc.parser import parse
 from polyflow.frontend.tc.ranges import InferredDefinition, Specialized, infer_ranges, specialize
 from polyflow.options import TC_DEFAULTS, Options
-from polyflow.report import CompileReport
+from polyflow.report import CompileReport, Remark
+from polyflow.storage.tuning import (
+    Tuning,
+    TuningKey,
+    apply_choices,
+    tc_tuning_key,
+    tuning_note,
+    with_tuning,
+)
 
 __all__ = ["TcFunction", "TcGradient", "define", "definition_names"]
 
@@ -443,6 +451,7 @@ class TcFunction:
         # the gathers to check on each call
         self._gathers: dict[int, list[tuple[str, int, str, int, int]]] = {}
         self._last: Any = None
+        self.last_tuning: Any = None  # what the last `autotune` found
 
     @property
     def name(self) -> str:
@@ -750,11 +759,90 @@ class TcFunction:
                     discard_outputs=discard_outputs,
                 )
             else:
+                options, tuning = self._tuned_options(shapes)
                 build = _build_gpu if self.options.target == "cuda" else _build
-                compiled = build(specialized, self._callees, self.source, self.file, self.options)
+                compiled = build(specialized, self._callees, self.source, self.file, options)
+                if tuning is not None:
+                    compiled.report.add(Remark("build", "tuned", "note", tuning_note(tuning)))
             self._cache[key] = compiled
         self._last = compiled
         return compiled
+
+    def _tuned_options(
+        self, shapes: list[tuple[tuple[int, ...], np.dtype[Any]]]
+    ) -> tuple[Options, Tuning | None]:
+        """The options for these shapes: the tuning database's choices over this function's
+        options, where `polyflow tune` / `autotune` tuned it for them on this machine."""
+        return with_tuning(self.options, self.tuning_key(shapes))
+
+    def tuning_key(self, shapes: list[tuple[tuple[int, ...], Any]]) -> TuningKey:
+        """The tuning database's key of this definition for arguments of these shapes and
+        dtypes."""
+        return tc_tuning_key(
+            self.source,
+            self.name,
+            [(tuple(shape), np.dtype(dtype).name) for shape, dtype in shapes],
+            target=self.options.target,
+            reassociation=self.options.reassociation,
+        )
+
+    def autotune(
+        self,
+        *args: Any,
+        budget: float | str = "2m",
+        candidates: int | None = None,
+        search: str = "genetic",
+        workers: int = 1,
+        dask: str | None = None,
+        db: str | None = None,
+        seed: int = 0,
+        progress: bool = False,
+    ) -> TcFunction:
+        """Tune this definition's options for arguments like `args` (example inputs: they are
+        what candidates run on, each candidate's outputs checked against the default build's)
+        for `budget` (seconds, or "90s", "2m", "1h") or `candidates` builds; the result goes
+        to the tuning database (`db`: a URL or path; default: the shared one), from which later
+        `define`s of this kernel reuse it for these shapes. Returns this definition with the
+        tuned options; `last_tuning` has what the search found (`polyflow.tune.TuneResult`)."""
+        from polyflow.storage.tuning import TuningDB
+        from polyflow.tune.executors import DaskExecutor, LocalExecutor
+        from polyflow.tune.tasks import TcKernel
+        from polyflow.tune.tuner import parse_duration, tune
+
+        if self.options.target == "cuda":
+            raise ValueError("autotune runs on the CPU for now: tune a CUDA kernel with target='cpu'")
+        arrays = self._arrays(args)
+        shapes = tuple((tuple(a.shape), a.dtype.name) for a in arrays)
+        task = TcKernel(
+            self.source,
+            self.name,
+            self.options.model_dump(exclude_unset=True),
+            shapes,
+            arrays=tuple(np.ascontiguousarray(a) for a in arrays),
+        )
+        executor = DaskExecutor(dask) if dask else LocalExecutor(workers)
+        shown = _progress_printer(self.name) if progress else None
+        result = tune(
+            task,
+            search=search,
+            budget=parse_duration(budget) if candidates is None or budget != "2m" else None,
+            max_candidates=candidates,
+            executor=executor,
+            db=TuningDB(db),
+            seed=seed,
+            progress=shown,
+        )
+        executor.close()
+        tuned = TcFunction(
+            self.source,
+            self.file,
+            self.inferred,
+            self._callees,
+            apply_choices(self.options, result.best_choices).model_copy(update={"tuned": False}),
+        )
+        tuned.last_tuning = result
+        self.last_tuning = result
+        return tuned
 
     # ----- gradients
 
@@ -986,3 +1074,13 @@ def _as_numpy(value: Any, function: str, name: str) -> np.ndarray:
             f"argument '{name}' of {function}() must be a NumPy array or a DLPack-capable CPU "
             f"array, got {type(value).__name__}"
         ) from None
+
+
+def _progress_printer(name: str) -> Any:
+    """A progress callback printing one line per candidate (for `autotune(progress=True)`)."""
+
+    def show(event: Any) -> None:
+        best = f"{event.best_seconds * 1e3:.3f} ms" if event.best_seconds else "-"
+        print(f"autotune {name}: {event.tried} candidates, best {best}", flush=True)
+
+    return show

@@ -31,6 +31,7 @@ SYSTEM_PACKAGES=(
   "cmake cmake"      # tests/test_cc_driver.py: a CMake project built with polyflow-cc
   "gdb gdb"          # tests/test_cc_driver.py: -g line tables seen by the debugger
   "objcopy binutils" # polyflow cc localizes its symbols in the objects it writes
+  "- postgresql"     # tests/test_tuning_db.py: the tuning database on a real PostgreSQL server
 )
 # ---- end of system packages ----
 # ---------------------------------------------------------------------------------------------

@@ -10,6 +10,10 @@ import tempfile
 
 import pytest
 
+# The session fixtures of a throwaway PostgreSQL server (tests/test_tuning_db.py); lazy: no test
+# that does not ask for them starts one.
+from postgres_server import postgres_server, postgres_url  # noqa: F401
+
 
 def pytest_configure() -> None:
     os.environ["POLYFLOW_CACHE"] = "off"

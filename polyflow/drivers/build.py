@@ -36,6 +36,7 @@ from polyflow.pipeline import stage_text
 from polyflow.raising.report import RaiseReport
 from polyflow.report import CompileReport, Json, Remark, ReportViews
 from polyflow.storage.cache import CompileCache, default_cache
+from polyflow.storage.tuning import c_tuning_key, tuning_note, with_tuning
 from polyflow.toolchain import openmp_library_dir
 
 
@@ -59,6 +60,8 @@ class BuildReport(ReportViews):
     loop_functions: list[str] = field(default_factory=list)
     # the functions whose gradients (`f_grad`, --grad) this unit defines
     gradients: list[str] = field(default_factory=list)
+    # the tuned options the build used (`polyflow tune`; None: none)
+    tuned: dict[str, object] | None = None
 
     def warn(
         self,
@@ -198,6 +201,20 @@ def build_program(
     report = BuildReport(output=output)
     start = time.perf_counter()
     text, filename, source_dir = read_c_file(source)
+    tuned, tuning = with_tuning(
+        options,
+        c_tuning_key(
+            text,
+            functions=options.functions,
+            defines=options.defines,
+            target=options.target,
+            reassociation=options.reassociation,
+        ),
+    )
+    options = tuned
+    if tuning is not None:
+        report.tuned = tuning.choices
+        report.report.add(Remark("build", "tuned", "note", tuning_note(tuning)))
     cmod = c_module(
         text,
         filename,

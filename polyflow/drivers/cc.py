@@ -13,7 +13,9 @@ Options that change the code polyflow generates keep gcc's spelling (`-O3`, `-ma
 `-ffast-math`, `-fassociative-math`, `-I`, `-D`); polyflow's own (`--no-schedule`,
 `--tile-sizes`, ...) may also come from the environment variable `POLYFLOW_FLAGS`, which
 overrides the command line for polyflow's compile only (`POLYFLOW_FLAGS=-O3` under a build's
-`-O2` schedules the compiled functions while cc compiles the rest at `-O2`).
+`-O2` schedules the compiled functions while cc compiles the rest at `-O2`). Tuned options
+(`polyflow tune`) are used only with `--use-tuned`: a code base builds the same whoever tuned
+one of its kernels on this machine.
 """
 
 from __future__ import annotations

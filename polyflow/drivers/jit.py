@@ -25,8 +25,9 @@ from polyflow.frontend.c_types import Array, Scalar, Unsupported, Void
 from polyflow.ir.names import CABI_PREFIX
 from polyflow.lowering.llvm_dialect import has_parallel_loops
 from polyflow.options import Options
-from polyflow.report import CompileReport
+from polyflow.report import CompileReport, Remark
 from polyflow.storage.cache import CompileCache
+from polyflow.storage.tuning import c_tuning_key, tuning_note, with_tuning
 from polyflow.toolchain import openmp_library_dir
 
 _CTYPES = {
@@ -300,6 +301,17 @@ def compile_c(
             }
         )
     text, filename, source_dir = given_c_source(source, path)
+    tuned, tuning = with_tuning(
+        options,
+        c_tuning_key(
+            text,
+            functions=options.functions,
+            defines=options.defines,
+            target=options.target,
+            reassociation=options.reassociation,
+        ),
+    )
+    options = tuned
     if grad is True and entry is None:  # the entry's gradient: which function is it?
         entry = _entry_of(c_module(text, filename, options, source_dir), None, filename)
     if grad is not None and grad is not False:
@@ -312,6 +324,8 @@ def compile_c(
         return _cuda_function(cmod, entry, options)
     with cmod.context:
         engine, result = jit_module(cmod.module, options)
+    if tuning is not None:
+        result.report.add(Remark("build", "tuned", "note", tuning_note(tuning)))
     compiled = CompiledFunction(
         engine,
         cmod.functions[entry],

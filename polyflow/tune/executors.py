@@ -1,0 +1,95 @@
+"""Where candidates run: local worker processes, or the workers of a Dask cluster.
+
+An executor takes jobs (`worker.Job`) and returns futures of their results; `slots` says how
+many it runs at once, so the tuner keeps that many in flight. Each job runs in a process of its
+own (`worker.run_isolated`) wherever it runs, so a crash or a hang costs one candidate; timings
+take their cores machine-wide (`worker.core_slots`), so workers on one machine never time two
+candidates on one core.
+
+* `LocalExecutor(workers)`: threads that each start one job process at a time (the default,
+  embedded in `polyflow tune`, `fn.autotune` and the service).
+* `DaskExecutor(address)`: the jobs are Dask tasks on a `distributed` cluster (`dask
+  scheduler` and `dask worker` processes on any machines that see the same polyflow); a
+  worker that dies takes its running job with it and the scheduler runs that job again on
+  another worker.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from polyflow.tune.worker import Job, JobResult, run_isolated
+
+
+class Executor(Protocol):
+    slots: int
+    description: str
+
+    def submit(self, job: Job) -> concurrent.futures.Future[JobResult]: ...
+
+    def close(self) -> None: ...
+
+
+class LocalExecutor:
+    """Jobs in local processes, `workers` at a time."""
+
+    def __init__(self, workers: int = 1, run: Callable[[Job], JobResult] = run_isolated) -> None:
+        self.slots = max(1, workers)
+        self.description = f"{self.slots} local worker process{'es' if self.slots > 1 else ''}"
+        self._pool = concurrent.futures.ThreadPoolExecutor(self.slots, thread_name_prefix="tune")
+        self._run = run
+
+    def submit(self, job: Job) -> concurrent.futures.Future[JobResult]:
+        return self._pool.submit(self._run, job)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class DaskExecutor:
+    """Jobs as tasks of the Dask cluster at `address` (`tcp://host:8786`), or of a given
+    `distributed.Client`; as many in flight as the cluster has worker threads (at least
+    `min_slots`). A job is retried `retries` times where its worker died under it."""
+
+    def __init__(self, address: str | Any, *, retries: int = 3, min_slots: int = 1) -> None:
+        try:
+            import distributed
+        except ImportError as exc:
+            raise RuntimeError(
+                "tuning on a Dask cluster needs dask and distributed: pip install 'polyflow[fleet]'"
+            ) from exc
+        if isinstance(address, str):
+            self._client = distributed.Client(address, timeout=30, set_as_default=False)
+            self._own_client = True
+        else:
+            self._client, self._own_client = address, False
+        self.retries = retries
+        threads = sum(self._client.nthreads().values())
+        self.slots = max(min_slots, threads)
+        workers = len(self._client.nthreads())
+        self.description = f"Dask cluster {self._client.scheduler.address} ({workers} workers, {threads} threads)"
+
+    def submit(self, job: Job) -> concurrent.futures.Future[JobResult]:
+        done: concurrent.futures.Future[JobResult] = concurrent.futures.Future()
+        # pure=False: the same candidate submitted twice (a re-measure) runs twice
+        task = self._client.submit(run_isolated, job, pure=False, retries=self.retries)
+
+        def finished(task: Any) -> None:
+            try:
+                done.set_result(task.result())
+            except BaseException as exc:  # the scheduler gave up on it (KilledWorker, cancelled)
+                done.set_result(JobResult("failed", message=f"Dask: {type(exc).__name__}: {exc}"))
+
+        task.add_done_callback(finished)
+        return done
+
+    def refresh_slots(self) -> int:
+        """The cluster's worker threads now (workers join and leave while a run goes on)."""
+        self.slots = max(1, sum(self._client.nthreads().values()))
+        return self.slots
+
+    def close(self) -> None:
+        if self._own_client:
+            self._client.close()

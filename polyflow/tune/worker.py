@@ -1,0 +1,319 @@
+"""One candidate's evaluation, in a process of its own: build, run, check, time.
+
+`run_isolated(job)` runs `python -m polyflow.tune.worker JOB RESULT` in a fresh scratch
+directory, in its own session, under the job's time limit and `Limits` (CPU time, memory,
+file size; with `clean_env`, none of the caller's environment but PATH): a candidate that
+crashes the compiler, crashes when run, or hangs costs that candidate only. Both executors
+(local processes, Dask workers) call it.
+
+Timings never share a core: a run takes `cores` cores machine-wide (lock files in
+`CORE_LOCK_DIR`, one per core, held with `flock` for the run), is pinned to them and runs that
+many OpenMP threads. Compiles take no lock, so they overlap each other and other timings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pickle
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CORE_LOCK_DIR = Path("/tmp/polyflow-tune-cores")
+
+# what a job's result says of its candidate
+STATUSES = ("ok", "wrong", "pruned", "failed", "timeout")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of a job's process (None: the system's): CPU seconds, address space
+    bytes, bytes a file may reach; `clean_env`: start with PATH, LANG and the scratch
+    directory as HOME and TMPDIR, nothing else of the caller's environment (its secrets)."""
+
+    cpu_seconds: int | None = None
+    memory_bytes: int | None = None
+    file_bytes: int | None = None
+    clean_env: bool = False
+
+
+@dataclass
+class Job:
+    """One candidate to evaluate: the task, the options fields it sets (`choices`), how to
+    time it (`repeats` runs, best taken; `cores` cores each; a run past `run_timeout` fails),
+    the default build's output to check it against (None: this is the default build, whose
+    output is the reference), `prune_above` (stop after one run slower than this), and
+    `compile_only` (the fitness is the compile time: no run)."""
+
+    task: Any
+    choices: dict[str, Any]
+    repeats: int = 3
+    cores: int = 1
+    run_timeout: float = 60.0
+    timeout: float = 600.0
+    reference: Any = None
+    rtol: float = 1e-9
+    prune_above: float | None = None
+    compile_only: bool = False
+    want_facts: bool = False
+    compare_with: dict[str, Any] | None = None  # re-measure against these choices, alternating
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass
+class JobResult:
+    """What a job found: `status` (STATUSES), the best time of the runs (`seconds`) and every
+    run's (`times`), the compile time, why it failed or differs (`message`), the output (the
+    default build's only), what the default build's compile showed (`facts`), and for a
+    re-measure the time of the choices compared with (`baseline_seconds`)."""
+
+    status: str
+    seconds: float | None = None
+    times: list[float] = field(default_factory=list)
+    compile_seconds: float | None = None
+    message: str = ""
+    output: Any = None
+    facts: Any = None
+    baseline_seconds: float | None = None
+    worker: str = ""
+
+
+def run_job(job: Job, scratch: Path) -> JobResult:
+    """Evaluate `job` in this process (see `Job`)."""
+    from polyflow.errors import CompileError
+    from polyflow.tune.space import apply
+    from polyflow.tune.tasks import RunFailed
+
+    task = job.task
+    options = apply(task.base_options(), job.choices).model_copy(update={"tuned": False})
+    try:
+        built = task.build(options, scratch / "candidate")
+    except CompileError as exc:
+        return JobResult("failed", message=f"compile error: {exc}")
+    except Exception as exc:  # a compiler bug: this candidate fails, the tuning goes on
+        return JobResult("failed", message=f"compiler error: {_last_line(exc)}")
+    compile_seconds = built[1]
+    result = JobResult("ok", compile_seconds=compile_seconds)
+    if job.want_facts:
+        try:
+            result.facts = task.facts(built, options)
+        except Exception as exc:
+            result.message = f"no loop facts: {_last_line(exc)}"
+    if job.compile_only:
+        result.seconds = compile_seconds
+        result.times = [compile_seconds]
+        return result
+    baseline = None
+    if job.compare_with is not None:
+        base_options = apply(task.base_options(), job.compare_with).model_copy(update={"tuned": False})
+        try:
+            baseline = task.build(base_options, scratch / "baseline")
+        except Exception as exc:
+            return JobResult("failed", message=f"the baseline did not build: {_last_line(exc)}")
+    try:
+        with core_slots(job.cores) as cores:
+            first = task.run(built, cores, job.run_timeout)
+            reference = job.reference if job.reference is not None else first.output
+            differs = task.compare(first.output, reference, job.rtol)
+            if differs is not None:
+                return JobResult("wrong", first.seconds, [first.seconds], compile_seconds, differs)
+            result.output = first.output if job.reference is None else None
+            result.times = [first.seconds]
+            if job.prune_above is not None and first.seconds > job.prune_above:
+                result.status, result.seconds = "pruned", first.seconds
+                result.message = f"first run {first.seconds:.4g} s > {job.prune_above:.4g} s"
+                return result
+            baselines: list[float] = []
+            for _ in range(job.repeats - 1 if baseline is None else job.repeats):
+                if baseline is not None:
+                    baselines.append(task.run(baseline, cores, job.run_timeout).seconds)
+                again = task.run(built, cores, job.run_timeout)
+                result.times.append(again.seconds)
+                if job.reference is None:  # the default: its output must not vary
+                    varies = task.compare(again.output, first.output, job.rtol)
+                    if varies is not None:
+                        return JobResult(
+                            "failed",
+                            message=f"the program's output varies from run to run ({varies}): "
+                            "the tuner cannot check candidates against it",
+                        )
+    except RunFailed as exc:
+        return JobResult(
+            "timeout" if exc.timed_out else "failed",
+            compile_seconds=compile_seconds,
+            message=f"run failed: {exc}",
+        )
+    result.seconds = min(result.times)
+    result.baseline_seconds = min(baselines) if baselines else None
+    return result
+
+
+def _last_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[-1] if text else ''}"
+
+
+@contextlib.contextmanager
+def core_slots(count: int) -> Iterator[list[int]]:
+    """Hold `count` of this process's cores (at most all of them) for a timing, machine-wide:
+    wait until that many core locks are free, take them, pin this process to those cores."""
+    allowed = sorted(os.sched_getaffinity(0))
+    count = max(1, min(count, len(allowed)))
+    CORE_LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        CORE_LOCK_DIR.chmod(0o1777)
+    held: list[tuple[int, int]] = []
+    delay = 0.005
+    while True:
+        for core in allowed:
+            path = CORE_LOCK_DIR / f"core{core}.lock"
+            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            held.append((core, fd))
+            if len(held) == count:
+                break
+        if len(held) == count:
+            break
+        for _, fd in held:  # all or nothing: two jobs holding half each would wait forever
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+        held = []
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+    cores = [core for core, _ in held]
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cores)
+    try:
+        yield cores
+    finally:
+        os.sched_setaffinity(0, before)
+        for _, fd in held:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+def run_isolated(job: Job) -> JobResult:
+    """Evaluate `job` in a child process (see the module docstring); never raises for what
+    the candidate does."""
+    scratch = Path(tempfile.mkdtemp(prefix="polyflow-tune-"))
+    started = time.perf_counter()
+    try:
+        job_path, result_path = scratch / "job.pickle", scratch / "result.pickle"
+        job_path.write_bytes(pickle.dumps(job))
+        env = _environment(job, scratch)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "polyflow.tune.worker", str(job_path), str(result_path)],
+            cwd=scratch,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # a timeout kills the job and every process it started
+        )
+        try:
+            _, stderr = process.communicate(timeout=job.timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            return JobResult("timeout", message=f"the candidate ran past {job.timeout:.3g} s")
+        if result_path.exists():
+            result: JobResult = pickle.loads(result_path.read_bytes())
+            return result
+        how = (
+            f"killed by signal {-process.returncode} ({signal.Signals(-process.returncode).name})"
+            if process.returncode < 0
+            else f"exit status {process.returncode}"
+        )
+        tail = stderr.decode(errors="replace").strip().splitlines()[-3:]
+        return JobResult(
+            "failed",
+            message=f"the worker process died ({how}) after "
+            f"{time.perf_counter() - started:.1f} s" + (f": {' | '.join(tail)}" if tail else ""),
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _environment(job: Job, scratch: Path) -> dict[str, str]:
+    if job.limits.clean_env:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LANG": "C.UTF-8",
+            "HOME": str(scratch),
+        }
+    else:
+        env = dict(os.environ)
+    env["TMPDIR"] = str(scratch)
+    env["POLYFLOW_CACHE"] = "off"  # candidates are built once: keep them out of the cache
+    env["OMP_NUM_THREADS"] = str(max(1, job.cores))
+    return env
+
+
+def _limit(limits: Limits) -> None:
+    """The job's resource limits on this process and what it starts; the memory limit counts
+    from the size of this process once the compiler is loaded (its libraries are mapped)."""
+    import polyflow.drivers.build
+    import polyflow.tc  # noqa: F401
+
+    for which, value in (
+        (resource.RLIMIT_CPU, limits.cpu_seconds),
+        (resource.RLIMIT_FSIZE, limits.file_bytes),
+    ):
+        if value is not None:
+            resource.setrlimit(which, (value, value))
+    if limits.memory_bytes is not None:
+        loaded = _address_space_bytes()
+        resource.setrlimit(resource.RLIMIT_AS, (loaded + limits.memory_bytes,) * 2)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crashing candidate writes no core file
+
+
+def _address_space_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m polyflow.tune.worker JOB RESULT`: evaluate the pickled job, pickle the
+    result."""
+    job_path, result_path = (argv if argv is not None else sys.argv[1:])[:2]
+    job: Job = pickle.loads(Path(job_path).read_bytes())
+    _limit(job.limits)
+    scratch = Path(job_path).parent
+    (scratch / "candidate").mkdir(exist_ok=True)
+    (scratch / "baseline").mkdir(exist_ok=True)
+    try:
+        result = run_job(job, scratch)
+    except MemoryError:
+        result = JobResult("failed", message="out of memory (the job's memory limit)")
+    except Exception:
+        result = JobResult("failed", message="worker error: " + traceback.format_exc(limit=-3))
+    import socket
+
+    result.worker = socket.gethostname() + f":{os.getppid()}"
+    tmp = Path(result_path).with_suffix(".tmp")
+    tmp.write_bytes(pickle.dumps(result))
+    tmp.replace(result_path)
+    return 0
+
+
+if __name__ == "__main__":
+    # as polyflow.tune.worker, not __main__: the result's classes must unpickle in the caller
+    from polyflow.tune import worker
+
+    raise SystemExit(worker.main())
