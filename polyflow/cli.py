@@ -447,14 +447,19 @@ def cc_main(argv: list[str] | None = None) -> int:
     cmd = parse_cc_args(argv)
     try:
         # polyflow's options from their gcc spellings and its own flags; a unit name is needed
-        # a build of a code base must not change because someone tuned one of its kernels:
-        # tuned options only where asked for (--use-tuned)
-        flags = ["--tuned" if a == "--use-tuned" else a for a in cmd.polyflow_args]
-        options = options_from_args(parse_args(["build", "<unit>", "--no-tuned", *flags]))
-        return run_cc(cmd, argv, options)
+        return run_cc(cmd, argv, cc_options(cmd.polyflow_args))
     except CompileError as exc:
         print(exc.format(), file=sys.stderr)
         return 1
+
+
+def cc_options(polyflow_args: list[str]) -> Any:
+    """The `Options` of `polyflow cc`: its gcc spellings and polyflow's own flags. A build of a
+    code base must not change because someone tuned one of its kernels: tuned options only
+    where asked for (`--use-tuned`)."""
+    flags = ["--tuned" if a == "--use-tuned" else a for a in polyflow_args]
+    # a unit name is needed by the parser
+    return options_from_args(parse_args(["build", "<unit>", "--no-tuned", *flags]))
 
 
 def _one_line(exc: BaseException) -> str:

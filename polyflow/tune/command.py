@@ -41,6 +41,10 @@ from polyflow.tune.tuner import Progress as TuneProgress
 from polyflow.tune.tuner import TuneError, TuneResult, parse_duration, tune
 
 
+def _error(message: str) -> None:
+    print(message, file=sys.stderr)  # one line, as the shell shows it: not wrapped by rich
+
+
 def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
     """The tuner's own flags (the build options come from the options model)."""
     tuning = parser.add_argument_group("tuning")
@@ -97,13 +101,13 @@ def run_tune_command(args: argparse.Namespace, options: Options, tc_options: Opt
         assert db is not None
         return _database_command(args, db, console)
     if not args.source:
-        console.print("polyflow tune: error: name a C or TC file to tune (or --export/--import/--list)")
+        _error("polyflow tune: error: name a C or TC file to tune (or --export/--import/--list)")
         return 2
     path = Path(args.source)
     try:
         text = path.read_text()
     except OSError as exc:
-        console.print(f"polyflow tune: error: cannot read {path}: {exc.strerror}")
+        _error(f"polyflow tune: error: cannot read {path}: {exc.strerror}")
         return 1
     task = _tc_task(text, path, args, tc_options) if path.suffix == ".tc" else _c_task(text, path, args, options)
     if isinstance(task, int):
@@ -126,7 +130,7 @@ def run_tune_command(args: argparse.Namespace, options: Options, tc_options: Opt
                 compile_only=args.compile_only,
             )
     except TuneError as exc:
-        console.print(f"polyflow tune: error: {exc}")
+        _error(f"polyflow tune: error: {exc}")
         return 1
     finally:
         executor.close()
@@ -138,7 +142,7 @@ def _c_task(text: str, path: Path, args: argparse.Namespace, options: Options) -
     import re
 
     if not re.search(r"\bmain\s*\(", text):
-        Console(stderr=True).print(
+        _error(
             f"polyflow tune: error: {path} has no main(): the tuner runs the program to time "
             "its kernels and check their output (write a main that calls them on real inputs)"
         )
@@ -156,7 +160,6 @@ def _c_task(text: str, path: Path, args: argparse.Namespace, options: Options) -
 def _tc_task(text: str, path: Path, args: argparse.Namespace, options: Options) -> TcKernel | int:
     from polyflow import tc
 
-    console = Console(stderr=True)
     fn = tc.define(text, args.name, options=options, file=str(path))
     sizes: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in args.sizes.split(","))):
@@ -164,11 +167,11 @@ def _tc_task(text: str, path: Path, args: argparse.Namespace, options: Options) 
         try:
             sizes[name.strip()] = int(value)
         except ValueError:
-            console.print(f"polyflow tune: error: --sizes: expected NAME=integer, got '{part}'")
+            _error(f"polyflow tune: error: --sizes: expected NAME=integer, got '{part}'")
             return 2
     missing = [s for s in fn.definition.size_names if s not in sizes]
     if missing:
-        console.print(f"polyflow tune: error: give the sizes {', '.join(missing)} with --sizes")
+        _error(f"polyflow tune: error: give the sizes {', '.join(missing)} with --sizes")
         return 2
     shapes = tuple(
         (

@@ -170,26 +170,23 @@ def apply(base: Options, chosen: Mapping[str, Any]) -> Options:
 
 def tile_size_values(extents: Sequence[int] | set[int], default: int = 32) -> tuple[int, ...]:
     """Tile sizes worth trying for loops of these extents: `default` first, then the powers
-    of two and the divisors of the extents within a factor 1.5 of a power (a tile that
-    divides its loop leaves no partial tile), none past the largest extent."""
+    of two below the largest extent, and for the three largest extents the divisor nearest
+    to each of 16, 32, 64 and 128 (within a factor 1.5): a tile that divides its loop leaves
+    no partial tile."""
     largest = max(extents, default=1024)
     sizes = {p for p in TILE_POWERS if p < largest}
-    for extent in extents:
-        for power in TILE_POWERS:
+    for extent in sorted(extents, reverse=True)[:3]:
+        for power in (16, 32, 64, 128):
             if power >= extent:
                 continue
-            for divisor in range(int(power / 1.5), int(power * 1.5) + 1):
-                if divisor > 1 and extent % divisor == 0 and divisor != power:
-                    sizes.add(divisor)
-                    break
-    ordered = sorted(sizes)
-    if len(ordered) > 12:  # keep the powers, and divisors spread over the range
-        powers = [s for s in ordered if s in TILE_POWERS]
-        others = [s for s in ordered if s not in TILE_POWERS]
-        step = max(1, len(others) // (12 - len(powers)) + 1)
-        ordered = sorted(powers + others[::step])
-    values = [default] + [s for s in ordered if s != default]
-    return tuple(values)
+            near = [
+                d
+                for d in range(int(power / 1.5), int(power * 1.5) + 1)
+                if d > 1 and extent % d == 0 and d != power and d < extent
+            ]
+            if near:
+                sizes.add(min(near, key=lambda d: (abs(d - power), -d)))
+    return (default, *sorted(s for s in sizes if s != default))
 
 
 def option_space(base: Options, facts: CompileFacts) -> OptionSpace:

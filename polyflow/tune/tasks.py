@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -204,8 +205,13 @@ class CProgram:
         except subprocess.TimeoutExpired:
             raise RunFailed(f"ran past {timeout:.3g} s", timed_out=True) from None
         if proc.returncode != 0:
-            tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-            raise RunFailed(f"exit status {proc.returncode}: {tail}".strip())
+            tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+            how = (
+                f"killed by signal {-proc.returncode} ({signal.Signals(-proc.returncode).name})"
+                if proc.returncode < 0
+                else f"exit status {proc.returncode}"
+            )
+            raise RunFailed(f"{how}: {tail}" if tail else how)
         try:
             rows = [line.split() for line in times.read_text().splitlines()]
         except OSError:

@@ -149,7 +149,7 @@ def task_key(task: Any) -> TuningKey:
 def tune(
     task: Any,
     *,
-    search: str | Search = "genetic",
+    search: str | Callable[[OptionSpace], Search] = "genetic",
     budget: float | None = 120.0,
     max_candidates: int | None = None,
     executor: Executor | None = None,
@@ -167,7 +167,7 @@ def tune(
 ) -> TuneResult:
     """Tune `task` (see the module docstring) for `budget` seconds (None: no time limit) or
     `max_candidates` candidates, whichever ends first, with `search` ("genetic", "random",
-    "tpe", or a `Search`) on `executor` (default: one local worker process); store the result
+    "tpe", or a function making a `Search` of the option space) on `executor` (default: one local worker process); store the result
     in `db` unless it is None. Each timing runs on `cores` cores (default: all of this host's)."""
     start = time.perf_counter()
     if budget is None and max_candidates is None:
@@ -205,7 +205,7 @@ def tune(
         if default.facts is None:
             raise TuneError(f"the default build's loops could not be read: {default.message}")
         space = option_space(base, default.facts)
-        searcher = make_search(search, space, seed=seed) if isinstance(search, str) else search
+        searcher = make_search(search, space, seed=seed) if isinstance(search, str) else search(space)
         result = TuneResult(
             key=key,
             search=searcher.name,
