@@ -18,7 +18,7 @@ REAL_WORLD_ARGS ?=
 # Extra arguments for the compile-time fuzz run, e.g. `make fuzz FUZZ_ARGS="--count 200 --seed 5000"`.
 FUZZ_ARGS ?=
 
-.PHONY: setup run test lint baseline bench bench-mini bench-setup bench-ad fuzz real-world
+.PHONY: setup run test lint baseline bench bench-mini bench-setup bench-ad bench-tune fuzz real-world
 
 setup:
 	@bash scripts/setup.sh
@@ -56,6 +56,12 @@ bench-mini: bench-setup
 bench-ad: setup
 	$(PY) -m bench_ad --size full $(BENCH_ARGS)
 	$(PY) -m bench_ad.checkpointing  # checkpointing's memory/time trade-off on a time loop
+
+# Autotuning: tuned against default -O3 on 12 PolyBench LARGE kernels and the TC CPU set (against
+# PyTorch), and the tuner's scaling over Dask workers; reports go to
+# bench_polybench/results/<date>-tune.{json,md,png}. `BENCH_ARGS="--budget 1m --kernels gemm"`.
+bench-tune: setup
+	$(PY) scripts/bench_tune.py $(BENCH_ARGS)
 
 # The long fuzz runs (nightly-style; make test runs a small sample of each):
 # 1. the harder random programs' generator stays free of undefined behaviour (UBSan + ASan);

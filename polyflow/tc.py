@@ -18,9 +18,10 @@ elements no statement writes are 0.
 from __future__ import annotations
 
 import ctypes
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -31,14 +32,7 @@ from polyflow.frontend.tc.parser import parse
 from polyflow.frontend.tc.ranges import InferredDefinition, Specialized, infer_ranges, specialize
 from polyflow.options import TC_DEFAULTS, Options
 from polyflow.report import CompileReport, Remark
-from polyflow.storage.tuning import (
-    Tuning,
-    TuningKey,
-    apply_choices,
-    tc_tuning_key,
-    tuning_note,
-    with_tuning,
-)
+from polyflow.storage.tuning import Tuning, TuningKey, tc_tuning_key, tuning_note, with_tuning
 
 __all__ = ["TcFunction", "TcGradient", "define", "definition_names"]
 
@@ -789,7 +783,7 @@ class TcFunction:
     def autotune(
         self,
         *args: Any,
-        budget: float | str = "2m",
+        budget: float | str | None = None,
         candidates: int | None = None,
         search: str = "genetic",
         workers: int = 1,
@@ -798,51 +792,24 @@ class TcFunction:
         seed: int = 0,
         progress: bool = False,
     ) -> TcFunction:
-        """Tune this definition's options for arguments like `args` (example inputs: they are
-        what candidates run on, each candidate's outputs checked against the default build's)
-        for `budget` (seconds, or "90s", "2m", "1h") or `candidates` builds; the result goes
-        to the tuning database (`db`: a URL or path; default: the shared one), from which later
-        `define`s of this kernel reuse it for these shapes. Returns this definition with the
-        tuned options; `last_tuning` has what the search found (`polyflow.tune.TuneResult`)."""
-        from polyflow.storage.tuning import TuningDB
-        from polyflow.tune.executors import DaskExecutor, LocalExecutor
-        from polyflow.tune.tasks import TcKernel
-        from polyflow.tune.tuner import parse_duration, tune
-
-        if self.options.target == "cuda":
-            raise ValueError("autotune runs on the CPU for now: tune a CUDA kernel with target='cpu'")
-        arrays = self._arrays(args)
-        shapes = tuple((tuple(a.shape), a.dtype.name) for a in arrays)
-        task = TcKernel(
-            self.source,
-            self.name,
-            self.options.model_dump(exclude_unset=True),
-            shapes,
-            arrays=tuple(np.ascontiguousarray(a) for a in arrays),
+        """Tune this definition's options for arguments like `args` (example inputs: what the
+        candidates run on, each candidate's outputs checked against the default build's) for
+        `budget` (seconds, or "90s", "2m", "1h"; default 2m unless `candidates` is given) or
+        `candidates` builds, with `search` ("genetic", "random", "tpe") on `workers` local
+        processes or the Dask cluster at `dask`; the result goes to the tuning database (`db`:
+        a URL or path; default: the shared one), from which later `define`s of this kernel
+        reuse it for these shapes. Returns this definition with the tuned options;
+        `last_tuning` has what the search found (`polyflow.tune.tuner.TuneResult`)."""
+        # The tuner sits above this API (it builds TC kernels through it), so it is reached
+        # by name rather than imported.
+        api = importlib.import_module("polyflow.tune.api")
+        return cast(
+            TcFunction,
+            api.autotune_tc(
+                self, args, budget=budget, candidates=candidates, search=search,
+                workers=workers, dask=dask, db=db, seed=seed, progress=progress,
+            ),
         )
-        executor = DaskExecutor(dask) if dask else LocalExecutor(workers)
-        shown = _progress_printer(self.name) if progress else None
-        result = tune(
-            task,
-            search=search,
-            budget=parse_duration(budget) if candidates is None or budget != "2m" else None,
-            max_candidates=candidates,
-            executor=executor,
-            db=TuningDB(db),
-            seed=seed,
-            progress=shown,
-        )
-        executor.close()
-        tuned = TcFunction(
-            self.source,
-            self.file,
-            self.inferred,
-            self._callees,
-            apply_choices(self.options, result.best_choices).model_copy(update={"tuned": False}),
-        )
-        tuned.last_tuning = result
-        self.last_tuning = result
-        return tuned
 
     # ----- gradients
 
@@ -1075,12 +1042,3 @@ def _as_numpy(value: Any, function: str, name: str) -> np.ndarray:
             f"array, got {type(value).__name__}"
         ) from None
 
-
-def _progress_printer(name: str) -> Any:
-    """A progress callback printing one line per candidate (for `autotune(progress=True)`)."""
-
-    def show(event: Any) -> None:
-        best = f"{event.best_seconds * 1e3:.3f} ms" if event.best_seconds else "-"
-        print(f"autotune {name}: {event.tried} candidates, best {best}", flush=True)
-
-    return show

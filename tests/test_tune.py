@@ -426,3 +426,30 @@ def test_tc_on_the_command_line_and_the_database_moves_as_json(tmp_path: Path) -
     assert "scale" in listed.stdout
     missing = subprocess.run([*POLYFLOW, "tune", str(kernel), "--candidates", "2"], capture_output=True, text=True)
     assert missing.returncode == 2 and "--sizes" in missing.stderr
+
+
+def test_a_c_function_autotunes_on_example_arguments_and_later_compiles_reuse_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import polyflow
+
+    monkeypatch.setenv("POLYFLOW_TUNING_DB", str(tmp_path / "tunings.sqlite3"))
+    source = """
+    void blur(int n, int m, double a[n][m], double b[n][m]) {
+      for (int i = 1; i < n - 1; i++)
+        for (int j = 1; j < m - 1; j++)
+          b[i][j] = (a[i-1][j] + a[i+1][j] + a[i][j-1] + a[i][j+1] + a[i][j]) / 5.0;
+    }
+    """
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((120, 130)), np.zeros((120, 130))
+    fn = polyflow.compile_c(source, "blur", options={"opt_level": 3})
+    tuned = fn.autotune(120, 130, a, b, candidates=4, search="random", seed=5)
+    assert tuned.last_tuning is not None and len(tuned.last_tuning.candidates) == 4
+    expected = np.zeros_like(b)
+    expected[1:-1, 1:-1] = (a[:-2, 1:-1] + a[2:, 1:-1] + a[1:-1, :-2] + a[1:-1, 2:] + a[1:-1, 1:-1]) / 5.0
+    tuned(120, 130, a, b)
+    np.testing.assert_allclose(b, expected, rtol=1e-12)
+    again = polyflow.compile_c(source, "blur", options={"opt_level": 3})
+    assert any("using tuned options" in n for n in again.notes)
+    assert not any("tuned" in n for n in polyflow.compile_c(source, "blur", options={"opt_level": 3, "tuned": False}).notes)

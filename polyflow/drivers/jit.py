@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Literal, cast
 
 import numpy as np
 from mlir.execution_engine import ExecutionEngine
@@ -93,6 +95,9 @@ class CompiledFunction:
         # reverse-mode gradients compiled with it (`compile_c(grad=...)`), by function name
         self.gradients: dict[str, CompiledFunction] = {}
         self.grad: CompiledFunction | None = None  # this function's, when compiled
+        # what `autotune` recompiles: (source text, file name, its directory, options)
+        self.origin: tuple[str, str, Path | None, Options] | None = None
+        self.last_tuning: Any = None  # what the last `autotune` found
         address = engine.raw_lookup(CABI_PREFIX + fn.name)
         if not address:
             raise RuntimeError(f"compiled code for '{fn.name}' not found")
@@ -103,6 +108,35 @@ class CompiledFunction:
         if stage not in self.stages:
             raise KeyError(f"stage '{stage}' not kept (have: {', '.join(self.stages)})")
         return self.stages[stage]
+
+    def autotune(
+        self,
+        *args: Any,
+        budget: float | str | None = None,
+        candidates: int | None = None,
+        search: str = "genetic",
+        workers: int = 1,
+        dask: str | None = None,
+        db: str | None = None,
+        seed: int = 0,
+        progress: bool = False,
+    ) -> CompiledFunction:
+        """Tune this function's options on example arguments `args` (each candidate called on
+        copies of them, the arrays it changes and its result checked against the default
+        build's) for `budget` (seconds, or "90s", "2m"; default 2m unless `candidates` is
+        given) or `candidates` builds; the result goes to the tuning database (`db`; default:
+        the shared one), where later `compile_c`s of this source find it. Returns the function
+        compiled with the tuned options (its `last_tuning`: what the search found)."""
+        # The tuner sits above the drivers (it builds through them), so it is reached by name
+        # here rather than imported: the one call from this layer up.
+        api = importlib.import_module("polyflow.tune.api")
+        return cast(
+            CompiledFunction,
+            api.autotune_c(
+                self, args, budget=budget, candidates=candidates, search=search,
+                workers=workers, dask=dask, db=db, seed=seed, progress=progress,
+            ),
+        )
 
     def __call__(self, *args: Any) -> Any:
         fn = self.signature
@@ -334,6 +368,7 @@ def compile_c(
         result.report,
         result.cached,
     )
+    compiled.origin = (text, filename, source_dir, options)
     for name, interface in cmod.gradients.items():
         gradient = CompiledFunction(
             engine, interface, cmod, result.stages, result.report, result.cached

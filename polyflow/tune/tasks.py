@@ -4,12 +4,14 @@ A task is plain data (it travels to worker processes and Dask workers by pickle)
 steps a worker runs (`polyflow/tune/worker.py`): `build(options, scratch)` compiles a candidate,
 `run(built, cores, timeout)` runs it once and returns its time and output, and `compare(output,
 reference, rtol)` says how a candidate's output differs from the default build's (None: it does
-not). Two kinds:
+not). Three kinds:
 
 * `CProgram`: a C file with `main`, built as `polyflow build` builds it. The time is the time
   spent in the tuned functions, measured by a shim linked around their compiled entries
   (`-Wl,--wrap`), so that the program's set-up and output do not dilute it; the output is what
   the program prints on stdout, compared number by number.
+* `CFunction`: a C function as `compile_c` compiles it, called on example arguments
+  (`CompiledFunction.autotune`); the output is the arrays after the call and its result.
 * `TcKernel`: a TC definition and its arguments (given arrays, or shapes and dtypes from which
   the worker makes seeded random ones); the time is the best of calls of the compiled kernel,
   the output its result arrays.
@@ -248,6 +250,70 @@ def compare_text(output: str, reference: str, rtol: float) -> str | None:
     return None
 
 
+# ----- C functions called from Python
+
+
+@dataclass
+class CFunction:
+    """A C function as `polyflow.compile_c` compiles it, tuned on example arguments (arrays and
+    scalars): the time of a call, the output the arrays it changed and its result."""
+
+    source: str
+    filename: str
+    entry: str
+    options: dict[str, Any]
+    arguments: tuple[Any, ...]
+    source_dir: str | None = None
+
+    kind = "c"
+
+    @property
+    def timed(self) -> tuple[str, ...]:
+        return (self.entry,)
+
+    def base_options(self) -> Options:
+        return Options(**self.options)
+
+    def build(self, options: Options, scratch: Path) -> Built:
+        from polyflow.drivers.jit import compile_c
+
+        start = time.perf_counter()
+        path = Path(self.source_dir or scratch) / Path(self.filename).name
+        fn = (
+            compile_c(path=path, entry=self.entry, options=options)
+            if self.source_dir and path.is_file()
+            else compile_c(self.source, self.entry, options=options)
+        )
+        seconds = time.perf_counter() - start
+        return fn, seconds, schedule_facts(fn.report.remarks), (self.entry,)
+
+    def facts(self, built: Built, options: Options) -> CompileFacts:
+        from mlir import ir
+
+        from polyflow.ir.contexts import new_context
+
+        fn, _, kinds, _ = built
+        with new_context():
+            depth, extents = loop_facts(ir.Module.parse(fn.mlir("affine")))
+        return CompileFacts(set(kinds), depth, extents)
+
+    def run(self, built: Built, cores: list[int], timeout: float) -> Measured:
+        fn = built[0]
+        arguments = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in self.arguments]
+        start = time.perf_counter()
+        result = fn(*arguments)
+        seconds = time.perf_counter() - start
+        if seconds > timeout:
+            raise RunFailed(f"ran past {timeout:.3g} s", timed_out=True)
+        arrays = [a for a in arguments if isinstance(a, np.ndarray)]
+        if result is not None:
+            arrays.append(np.asarray(result, dtype=np.float64).reshape(1))
+        return Measured(seconds, arrays)
+
+    def compare(self, output: Any, reference: Any, rtol: float) -> str | None:
+        return compare_arrays(output, reference, rtol)
+
+
 # ----- TC kernels
 
 
@@ -317,18 +383,28 @@ class TcKernel:
         return Measured(seconds, [np.asarray(o).copy() for o in outputs])
 
     def compare(self, output: Any, reference: Any, rtol: float) -> str | None:
-        if len(output) != len(reference):
-            return f"{len(output)} outputs, the default build's {len(reference)}"
-        for index, (got, want) in enumerate(zip(output, reference, strict=True)):
-            if got.shape != want.shape:
-                return f"output {index} has shape {got.shape}, the default build's {want.shape}"
-            # float32 sums carry ~1e-7 relative error each: a tolerance for the type
-            tolerance = max(rtol, 1e-5 if got.dtype == np.float32 else rtol)
-            scale = max(float(np.max(np.abs(want), initial=0.0)), 1.0)
-            worst = float(np.max(np.abs(got.astype(np.float64) - want), initial=0.0))
-            if not worst <= tolerance * scale:  # NaN differs too
-                return f"output {index} differs by up to {worst:.3g} (scale {scale:.3g})"
-        return None
+        return compare_arrays(output, reference, rtol)
+
+
+def compare_arrays(output: Any, reference: Any, rtol: float) -> str | None:
+    """How arrays `output` differ from `reference`: shapes, then values within `rtol` of the
+    reference's largest magnitude (1e-5 at least for float32, whose sums err by ~1e-7 a term);
+    integers exactly."""
+    if len(output) != len(reference):
+        return f"{len(output)} outputs, the default build's {len(reference)}"
+    for index, (got, want) in enumerate(zip(output, reference, strict=True)):
+        if got.shape != want.shape:
+            return f"output {index} has shape {got.shape}, the default build's {want.shape}"
+        if got.dtype.kind in "iub":
+            if not np.array_equal(got, want):
+                return f"output {index} differs (integers, compared exactly)"
+            continue
+        tolerance = max(rtol, 1e-5 if got.dtype == np.float32 else rtol)
+        scale = max(float(np.max(np.abs(want), initial=0.0)), 1.0)
+        worst = float(np.max(np.abs(got.astype(np.float64) - want), initial=0.0))
+        if not worst <= tolerance * scale:  # NaN differs too
+            return f"output {index} differs by up to {worst:.3g} (scale {scale:.3g})"
+    return None
 
 
 def schedule_facts(remarks: Any) -> set[str]:

@@ -127,7 +127,7 @@ def parse_duration(text: float | str) -> float:
 
 
 def task_key(task: Any) -> TuningKey:
-    """The tuning database's key of `task` (a `CProgram` or a `TcKernel`)."""
+    """The tuning database's key of `task` (a `CProgram`, `CFunction` or `TcKernel`)."""
     options = task.base_options()
     if task.kind == "c":
         return c_tuning_key(
@@ -255,6 +255,10 @@ def _search_loop(
     waiting: dict[str, list[Genome]] = {}  # genomes of a build in flight, told when it ends
     best = result.default_seconds
     exhausted = 0
+    # an executor whose slots change as it runs (a Dask cluster's workers join and leave):
+    # counted again between candidates, at most once a second
+    refresh_slots = getattr(executor, "refresh_slots", None)
+    refreshed = time.perf_counter()
 
     def out_of_budget() -> bool:
         left = remaining()
@@ -266,6 +270,9 @@ def _search_loop(
         )
 
     while True:
+        if refresh_slots is not None and time.perf_counter() - refreshed >= 1.0:
+            refresh_slots()
+            refreshed = time.perf_counter()
         # keep every slot busy with a build not measured yet
         while not out_of_budget() and len(in_flight) < executor.slots and exhausted < 200:
             genome = searcher.ask()
