@@ -1,8 +1,12 @@
 """`polyflow serve` / `python -m server`: run the compile service with uvicorn.
 
 Every flag also comes from an environment variable (`POLYFLOW_SERVE_HOST`, `_PORT`, `_WORKERS`,
-`_CACHE_DIR`, `_MAX_SOURCE_BYTES`, `_TIMEOUT`, `_MEMORY_LIMIT`, `_MAX_QUEUE`, `_API_KEY_FILE`); a
-flag wins over its variable. Logs are JSON lines, one per request, with its request id.
+`_CACHE_DIR`, `_MAX_SOURCE_BYTES`, `_TIMEOUT`, `_MEMORY_LIMIT`, `_MAX_QUEUE`, `_API_KEY_FILE`,
+`_ALLOW_RUN`, `_TUNING_DB` (else `POLYFLOW_TUNING_DB`), `_MAX_TUNE_SECONDS`, `_TUNE_MEMORY_LIMIT`);
+a flag wins over its variable. Logs are JSON lines, one per request, with its request id.
+
+`--allow-run` lets the service run submitted code: POST /v1/tune builds and runs the candidates
+of a tuning (sandboxed: see server/tuning.py). Without it the service only compiles.
 """
 
 from __future__ import annotations
@@ -13,9 +17,15 @@ import os
 import sys
 from pathlib import Path
 
+from polyflow.storage.tuning import default_tuning_url
+
 
 def _env(name: str, default: str | None) -> str | None:
     return os.environ.get(f"POLYFLOW_SERVE_{name}", default)
+
+
+def _env_flag(name: str) -> bool:
+    return (_env(name, "") or "").strip().lower() in ("1", "yes", "true", "on")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +55,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--api-key-file", default=_env("API_KEY_FILE", None),
                         help="one API key per line (blank lines and # comments ignored); "
                         "requests must then send one")  # fmt: skip
+    tuning = parser.add_argument_group("tuning (POST /v1/tune)")
+    tuning.add_argument("--allow-run", action="store_true", default=_env_flag("ALLOW_RUN"),
+                        help="allow tunings, which build and run the submitted code (each "
+                        "candidate in a process with a clean environment, a scratch directory "
+                        "and resource limits); without it /v1/tune answers 403")  # fmt: skip
+    tuning.add_argument("--tuning-db", metavar="URL",
+                        default=_env("TUNING_DB", None) or default_tuning_url(),
+                        help="the tuning database: a path, sqlite:///path or postgresql://... "
+                        "(tunings go there; compiles use what it holds)")  # fmt: skip
+    tuning.add_argument("--max-tune-seconds", type=float,
+                        default=float(_env("MAX_TUNE_SECONDS", "600") or 600),
+                        help="the largest budget of a tuning, in seconds")  # fmt: skip
+    tuning.add_argument("--tune-memory-limit", type=int,
+                        default=int(_env("TUNE_MEMORY_LIMIT", "4096") or 4096), metavar="MIB",
+                        help="memory a tuning candidate (its build and its run) may use, in "
+                        "MiB (0: no limit)")  # fmt: skip
     return parser
 
 
@@ -85,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
         max_queue=args.max_queue,
         memory_bytes=(args.memory_limit << 20) or None,
         api_keys=keys,
+        allow_run=args.allow_run,
+        tuning_db=args.tuning_db,
+        max_tune_seconds=args.max_tune_seconds,
+        tune_memory_bytes=(args.tune_memory_limit << 20) or None,
     )
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     uvicorn.run(create_app(config), host=args.host, port=args.port, log_level="warning")

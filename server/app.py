@@ -6,11 +6,32 @@
     GET  /v1/version            polyflow, MLIR and isl versions; hashes of polyflow's and the service's code
     GET  /metrics               Prometheus: requests, cache hits/misses, latency, queue depth
 
+    POST   /v1/tune             tune a kernel's options (202 {"id", "status": "queued", ...});
+                                only with `--allow-run` (else 403): it runs the submitted code
+    GET    /v1/tune/{id}        a tuning's status (queued|running|done|failed|cancelled), its
+                                progress, and when done its result
+    DELETE /v1/tune/{id}        cancel a tuning; answers its state
+
+Tuning (server/tuning.py): the body is /v1/compile's (`language`, `source`, `entry`, `options`,
+TC `sizes`) plus `search` (genetic|random|tpe), `budget_seconds` (at most the service's
+`--max-tune-seconds`) and/or `max_candidates`. A C source is a whole program whose `main` makes
+the inputs and calls the kernel (`entry`: the timed function(s), comma-separated; they are then
+the functions polyflow compiles); a TC definition runs on seeded random inputs of the `sizes`
+given, with the dtypes of its signature. One tuning runs at a time, on a thread; each candidate
+is a process of its own in a scratch directory, with a clean environment and the service's
+limits (CPU seconds, memory, file size). The result goes to the service's tuning database
+(`--tuning-db`), and a later /v1/compile of the same kernel (same source, entry, defines or TC
+sizes, target, reassociation) at -O3 uses it: its answer's `tuned` gives the choices and a note
+among its diagnostics says so (`options.tuned: false` compiles with the options as given). The
+tuned choices are part of the compile's cache key, so no answer cached before a tuning is
+served after it.
+
 Errors are JSON `{"detail": ...}` and never carry a traceback: 422 for bad input (C/TC errors
 with their position, unknown options naming the field), 413 for a source over the size limit,
-401 without a valid API key (when keys are configured), 503 with `Retry-After` when the queue
-is full, 504 when a compile passes its time limit, 500 when a compile ran out of memory or its
-worker died mid-job.
+401 without a valid API key (when keys are configured), 403 for a tuning when the service does
+not run submitted code, 404 for an unknown tuning, 503 with `Retry-After` when the compile or
+tuning queue is full, 504 when a compile passes its time limit, 500 when a compile ran out of
+memory or its worker died mid-job.
 """
 
 from __future__ import annotations
@@ -40,12 +61,15 @@ from pydantic import (
 )
 
 import polyflow
+from polyflow.errors import CompileError
 from polyflow.options import Options, PipelineStage
 from polyflow.storage.cache import CompileCache, cache_key, code_fingerprint, compiler_versions
+from polyflow.storage.tuning import Tuning, default_tuning_url, tuning_note
 
 from .hot import HotResults
-from .jobs import FORBIDDEN_OPTIONS
+from .jobs import FORBIDDEN_OPTIONS, check_includes
 from .metrics import CONTENT_TYPE, Metrics, route_template
+from .tuning import TuneManager, TuneQueueFull, compile_tuning, task_options, tc_signature
 from .workers import JobTimeout, QueueFull, WorkerDied, WorkerPool
 
 log = logging.getLogger("polyflow.serve")
@@ -63,6 +87,18 @@ class ServeConfig:
     memory_bytes: int | None = 4 << 30  # per job, over a loaded worker's size
     hot_bytes: int = 256 << 20  # recent results kept in memory in front of the SQLite cache
     api_keys: frozenset[str] = field(default_factory=frozenset)
+    # tuning (POST /v1/tune) runs the submitted code: only when this is set
+    allow_run: bool = False
+    # a path, sqlite:///path or postgresql://...: where tunings go and compiles find them
+    tuning_db: str = field(default_factory=default_tuning_url)
+    max_tune_seconds: float = 600.0  # the largest budget a tuning may have
+    max_tune_queue: int = 4  # tunings that may wait (one runs at a time)
+    tune_workers: int = 1  # candidates built and run at once
+    # each candidate's process (and the program it runs): memory over the loaded worker's size,
+    # CPU seconds, bytes a file may reach
+    tune_memory_bytes: int | None = 4 << 30
+    tune_cpu_seconds: int | None = 600
+    tune_file_bytes: int | None = 256 << 20
 
 
 def _request_options_model() -> type[BaseModel]:
@@ -149,7 +185,79 @@ class CompileResponse(BaseModel):
     stages: dict[str, str] = Field(description="the MLIR/LLVM text of each stage asked for")
     artifacts: dict[str, str] = Field(description="name -> base64 bytes (also under /v1/artifacts)")
     timings: dict[str, float] = Field(description="milliseconds per compile stage")
+    tuned: dict[str, Any] | None = Field(
+        default=None,
+        description="the tuned options (POST /v1/tune, or `polyflow tune` into the service's "
+        "tuning database) this compile used for the kernel, over the request's; null: none",
+    )
     cached: bool = Field(description="true when the result came from the cache")
+
+
+class TuneRequest(BaseModel):
+    """The body of POST /v1/tune: what to tune (as /v1/compile says it; CPU only) and how long."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    language: Literal["c", "tc"]
+    source: str = Field(
+        description="C: a whole program with `main`, which makes the inputs and calls the "
+        "kernel (its output is checked against the default build's); TC: the definitions"
+    )
+    entry: str | None = Field(
+        default=None,
+        description="C: the timed function(s), comma-separated (default: every function "
+        "polyflow compiles); TC: the definition (default: the only one)",
+    )
+    options: CompileOptions = Field(  # type: ignore[valid-type]
+        default_factory=CompileOptions,
+        description="the build's options, which the tuned choices change (-O3 unless given)",
+    )
+    sizes: dict[str, int] | None = Field(
+        default=None,
+        description="TC only: the size of each symbolic dimension of the inputs (the inputs "
+        "are seeded random arrays of these shapes, of the signature's dtypes)",
+    )
+    search: Literal["genetic", "random", "tpe"] = "genetic"
+    budget_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="how long to tune (default and at most: the service's maximum)",
+    )
+    max_candidates: int | None = Field(
+        default=None, ge=1, le=100_000, description="stop after this many candidates"
+    )
+
+
+class TuneProgress(BaseModel):
+    candidates: int = Field(description="candidates tried so far")
+    in_flight: int = Field(description="candidates being built or run")
+    best_seconds: float | None = Field(description="the best time so far (the default's at first)")
+    default_seconds: float | None = Field(description="the default build's time")
+    speedup: float | None = Field(description="default_seconds / best_seconds")
+    elapsed: float = Field(description="seconds since the tuning started")
+
+
+class TuneStatus(BaseModel):
+    """A tuning: its state, its progress, and once done its result."""
+
+    id: str
+    status: Literal["queued", "running", "done", "failed", "cancelled"]
+    language: str
+    entry: str | None
+    search: str
+    budget_seconds: float
+    max_candidates: int | None
+    created: float = Field(description="when it was asked for (seconds since the epoch)")
+    cancel_requested: bool
+    progress: TuneProgress
+    message: str | None = Field(description="why it failed or how it was cancelled")
+    result: dict[str, Any] | None = Field(
+        description="when done (or cancelled after the default build): the best choices, the "
+        "default's and the best's times (measured again, alternating), the speedup, the "
+        "option space, every candidate (choices, status, seconds, message) and `counts` of "
+        "their statuses, and whether it was `stored` in the tuning database"
+    )
+    queue_position: int | None = Field(default=None, description="tunings queued before it")
 
 
 class SourceDiagnostic(BaseModel):
@@ -181,11 +289,12 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     described = {
         400: "the body is not JSON",
         401: "no valid API key (only when the service has keys)",
-        404: "no such result or artifact",
+        403: "the service does not run submitted code (started without --allow-run)",
+        404: "no such result, artifact or tuning",
         413: "the source is over the size limit",
         422: "invalid request, or a C/TC error with its position",
         500: "the compile ran out of memory, or its worker died (it has been replaced)",
-        503: "the compile queue is full; retry after `Retry-After` seconds",
+        503: "the compile (or tuning) queue is full; retry after `Retry-After` seconds",
         504: "the compile passed its time limit (its worker has been replaced)",
     }
     return {s: {"model": ErrorBody, "description": described[s]} for s in (401, *statuses)}
@@ -223,14 +332,24 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
     # the service's own code decides what it stores, as polyflow's decides what it compiles
     known_versions = {**compiler_versions(), "server_code": code_fingerprint("server")}
     metrics = Metrics()
+    tunings = TuneManager(
+        db_url=config.tuning_db,
+        limits=_limits(config),
+        max_queue=config.max_tune_queue,
+        workers=config.tune_workers,
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         pool.start()
+        if config.allow_run:
+            tunings.start()
         try:
             yield
         finally:
             pool.close()
+            if config.allow_run:
+                await asyncio.to_thread(tunings.close)
 
     app = FastAPI(title="polyflow compile service", version=polyflow.__version__, lifespan=lifespan)
 
@@ -276,6 +395,12 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             "replaced": pool.replaced,
             "jobs": pool.jobs,
             "hot_results": len(hot),
+            "tuning": {
+                "allowed": config.allow_run,
+                "running": tunings.running.id if tunings.running else None,
+                "queued": tunings.queued,
+                "finished": tunings.done,
+            },
         }
 
     @app.get("/metrics", response_class=PlainTextResponse)
@@ -319,10 +444,7 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
     async def compile_source(
         body: Annotated[CompileRequest, Body(openapi_examples=COMPILE_EXAMPLES)],
     ) -> dict[str, Any] | Response:
-        if len(body.source.encode()) > config.max_source_bytes:
-            raise HTTPException(
-                413, f"the source is over the limit of {config.max_source_bytes} bytes"
-            )
+        _check_size(body.source, config)
         given = cast(BaseModel, body.options).model_dump(exclude_unset=True)
         if given.get("target", body.target) != body.target:
             raise HTTPException(
@@ -330,26 +452,29 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
                 [{"loc": ["body", "options", "target"], "msg": "differs from the request's target"}],
             )
         # the compile entry refuses a target this build lacks (a 422 that names it)
-        try:  # what the request's schema cannot say (Options' validators) is checked here
-            # the GPU mapping needs the polyhedral stage: -O3 unless the request says otherwise
-            level = {"opt_level": 3} if body.target == "cuda" and "opt_level" not in given else {}
-            if body.grad is not None:
-                given["grad"] = (*(given.get("grad") or ()), body.grad.spec())
-            options = Options(**{**given, **level, "target": body.target}).model_dump(mode="json")
-        except ValidationError as exc:
-            raise HTTPException(
-                422,
-                [
-                    {"loc": ["body", "options", *map(str, e["loc"])], "msg": e["msg"]}
-                    for e in exc.errors()
-                ],
-            ) from None
+        # the GPU mapping needs the polyhedral stage: -O3 unless the request says otherwise
+        level = {"opt_level": 3} if body.target == "cuda" and "opt_level" not in given else {}
+        if body.grad is not None:
+            given["grad"] = (*(given.get("grad") or ()), body.grad.spec())
+        options = _validated_options({**given, **level, "target": body.target})
+        # what the tuning database holds for this kernel (a tuning may land at any time: the
+        # choices are looked up here, once, and are both part of the key and what the worker uses)
+        tuning = await asyncio.to_thread(
+            compile_tuning, body.model_dump(), options, config.tuning_db
+        )
+        tuned = _tuned_for_job(tuning)
         key = cache_key(
             source=body.source,
             language=body.language,
             entry=body.entry,
             target=body.target,
-            options={**options, "sizes": body.sizes, "emit": sorted(body.emit)},
+            options={
+                **options,
+                "sizes": body.sizes,
+                "emit": sorted(body.emit),
+                # a tuned compile's key holds the tuning (an untuned one's is as before)
+                **({} if tuning is None else {"tuned_choices": [tuning.choices, tuning.updated]}),
+            },
             versions={
                 **known_versions,
                 **compiler_versions(march=options["march"], mtune=options["mtune"]),
@@ -374,7 +499,7 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
         # the job and reading the answer, or the worker's next job would read this answer.
         task = in_flight.get(key)
         if task is None:
-            request = {**body.model_dump(), "options": options}
+            request = {**body.model_dump(), "options": options, "tuning": tuned}
             task = asyncio.ensure_future(compile_and_store(key, request))
             task.add_done_callback(_retrieve)
             in_flight[key] = task
@@ -418,7 +543,145 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             raise HTTPException(404, f"result {key} has no artifact '{name}'")
         return Response(base64.b64decode(artifacts[name]), media_type="application/octet-stream")
 
+    @app.post(
+        "/v1/tune",
+        status_code=202,
+        response_model=TuneStatus,
+        responses={
+            202: {
+                "description": "the tuning is queued",
+                "links": {
+                    "GetTuning": {
+                        "operationId": "get_tuning",
+                        "parameters": {"tune_id": "$response.body#/id"},
+                    }
+                },
+            },
+            **_errors(403, 413, 422, 503),
+        },
+        include_in_schema=config.allow_run,
+    )
+    async def start_tuning(body: TuneRequest) -> dict[str, Any]:
+        if not config.allow_run:
+            raise HTTPException(
+                403,
+                "tuning runs the submitted program; start the service with --allow-run to allow it",
+            )
+        _check_size(body.source, config)
+        given = cast(BaseModel, body.options).model_dump(exclude_unset=True)
+        if given.get("target", "cpu") != "cpu":
+            where = ["body", "options", "target"]
+            raise HTTPException(422, [{"loc": where, "msg": "the service tunes for the CPU only"}])
+        options = _validated_options({"opt_level": 3, **given, "target": "cpu"})
+        try:
+            task = await asyncio.to_thread(_tune_task, body, options)
+        except CompileError as exc:
+            raise HTTPException(422, [exc.to_dict()]) from None
+        budget = min(body.budget_seconds or config.max_tune_seconds, config.max_tune_seconds)
+        try:
+            return tunings.submit(
+                task,
+                language=body.language,
+                entry=task.entry or None,
+                search=body.search,
+                budget=budget,
+                max_candidates=body.max_candidates,
+            )
+        except TuneQueueFull:
+            raise HTTPException(
+                503,
+                f"{config.max_tune_queue} tunings are waiting already",
+                headers={"Retry-After": "60"},
+            ) from None
+
+    @app.get(
+        "/v1/tune/{tune_id}",
+        operation_id="get_tuning",
+        response_model=TuneStatus,
+        responses=_errors(404),
+        include_in_schema=config.allow_run,
+    )
+    async def get_tuning(tune_id: str) -> dict[str, Any]:
+        view = tunings.view(tune_id)
+        if view is None:
+            raise HTTPException(404, f"no tuning with id {tune_id}")
+        return view
+
+    @app.delete(
+        "/v1/tune/{tune_id}",
+        response_model=TuneStatus,
+        responses=_errors(404),
+        include_in_schema=config.allow_run,
+    )
+    async def cancel_tuning(tune_id: str) -> dict[str, Any]:
+        view = await asyncio.to_thread(tunings.cancel, tune_id)
+        if view is None:
+            raise HTTPException(404, f"no tuning with id {tune_id}")
+        return view
+
     return app
+
+
+def _check_size(source: str, config: ServeConfig) -> None:
+    if len(source.encode()) > config.max_source_bytes:
+        raise HTTPException(413, f"the source is over the limit of {config.max_source_bytes} bytes")
+
+
+def _validated_options(fields: dict[str, Any]) -> dict[str, Any]:
+    """polyflow's Options of a request (as JSON): what its schema cannot say (Options'
+    validators) is checked here, a 422 naming the field."""
+    try:
+        return Options(**fields).model_dump(mode="json")
+    except ValidationError as exc:
+        raise HTTPException(
+            422,
+            [
+                {"loc": ["body", "options", *map(str, e["loc"])], "msg": e["msg"]}
+                for e in exc.errors()
+            ],
+        ) from None
+
+
+def _tuned_for_job(tuning: Tuning | None) -> dict[str, Any] | None:
+    """What a compile job is told of the tuning it uses: the choices, and the report's note."""
+    if tuning is None:
+        return None
+    note = tuning_note(tuning).replace("--no-tuned", '"options": {"tuned": false}')
+    return {"choices": tuning.choices, "note": note}
+
+
+def _tune_task(body: TuneRequest, options: dict[str, Any]) -> Any:
+    """The tuner's task of a /v1/tune request (CompileError for what cannot be tuned)."""
+    import re
+
+    from polyflow.tune.tasks import CProgram, TcKernel
+
+    if body.language == "tc":
+        name, shapes = tc_signature(body.source, body.entry, body.sizes)
+        return TcKernel(body.source, name, task_options(options), shapes)
+    check_includes(body.source)
+    if not re.search(r"\bmain\s*\(", body.source):
+        raise CompileError(
+            "a C tuning needs a whole program with main(): the tuner runs it to time the "
+            "kernel and check its output (write a main that makes the inputs and calls it)",
+            file="<input>",
+        )
+    timed = tuple(f.strip() for f in body.entry.split(",") if f.strip()) if body.entry else None
+    if timed and not options.get("functions"):
+        options = {**options, "functions": list(timed)}  # as the compile's key says
+    return CProgram(body.source, "program.c", task_options(options), timed=timed)
+
+
+def _limits(config: ServeConfig) -> Any:
+    """The resource limits of a tuning's candidate processes (polyflow.tune.worker.Limits)."""
+    from polyflow.tune.worker import Limits
+
+    return Limits(
+        cpu_seconds=config.tune_cpu_seconds,
+        memory_bytes=config.tune_memory_bytes,
+        file_bytes=config.tune_file_bytes,
+        clean_env=True,
+    )
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

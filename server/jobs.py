@@ -20,6 +20,7 @@ from typing import Any
 from polyflow.errors import CompileError
 from polyflow.options import Options, grad_spec
 from polyflow.report import Remark
+from polyflow.storage.tuning import apply_choices
 
 # Options a request may not set: `cc` names the program that preprocesses C, `include_dirs`
 # would let the preprocessor read the service's files.
@@ -40,7 +41,8 @@ _STANDARD_INCLUDE = re.compile(r"^[ \t]*<([\w/.]+)>[ \t]*(//.*|/\*.*)?$")
 
 
 def run_job(request: dict[str, Any]) -> dict[str, Any]:
-    """Compile `request` (the fields of a /v1/compile body, validated); returns
+    """Compile `request` (the fields of a /v1/compile body, validated, and `tuning`: None or the
+    tuned `choices` the service found for it, with the `note` the report gives); returns
     `{"ok": {...response fields...}, "cacheable": bool}` (False: a function ran past the
     compile timeout, so the result depends on the machine's speed) or
     `{"error": {"status", "diagnostics"}}`."""
@@ -57,6 +59,13 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     from polyflow.drivers.compile import check_target, compile_module
 
     options = Options(**request["options"])
+    # the tuned choices the service looked up for this request (its cache key holds them)
+    tuning: dict[str, Any] | None = request.get("tuning")
+    if tuning is not None:
+        try:
+            options = apply_choices(options, tuning["choices"])
+        except ValueError:  # written by another release's options model: compile untuned
+            tuning = None
     check_target(options)
     if options.grad and options.target == "cuda":
         raise CompileError("gradients are compiled for the CPU only for now", file="<input>")
@@ -87,6 +96,8 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     timings.update({name: seconds * 1e3 for name, seconds in compiled.timings.items()})
     said = compiled.report
     said.remarks[:0] = left_out
+    if tuning is not None:
+        said.add(Remark("build", "tuned", "note", tuning["note"]))
     diagnostics: list[dict[str, Any]] = [
         _diagnostic(r) for r in said.remarks if r.severity == "warning"
     ]
@@ -106,6 +117,7 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         "artifacts": {name: base64.b64encode(data).decode() for name, data in artifacts.items()},
         "timings": timings,
         "report": said.to_dict(),
+        "tuned": None if tuning is None else tuning["choices"],
     }
     return response, compiled.cacheable
 

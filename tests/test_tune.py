@@ -453,3 +453,15 @@ def test_a_c_function_autotunes_on_example_arguments_and_later_compiles_reuse_it
     again = polyflow.compile_c(source, "blur", options={"opt_level": 3})
     assert any("using tuned options" in n for n in again.notes)
     assert not any("tuned" in n for n in polyflow.compile_c(source, "blur", options={"opt_level": 3, "tuned": False}).notes)
+
+
+def test_cuda_options_are_tuned_by_compile_time_where_there_is_no_gpu() -> None:
+    from polyflow.tune.tasks import TcKernel
+
+    source = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(i,j) +=! A(i,k) * B(k,j) }"
+    task = TcKernel(source, "mm", {"opt_level": 3, "target": "cuda"}, (((128, 64), "float32"), ((64, 96), "float32")))
+    result = tune(task, max_candidates=3, budget=None, compile_only=True, search="random", seed=1)
+    names = {p.name for p in result.space.parameters}
+    assert {"block", "grid", "shared_memory"} <= names and "tile_sizes_auto" not in names
+    assert [c.result.status for c in result.candidates] == ["ok"] * 3  # each built its PTX
+    assert all(set(c.choices) <= {"block", "grid", "shared_memory"} for c in result.candidates)

@@ -374,13 +374,38 @@ class TcKernel:
 
     def run(self, built: Built, cores: list[int], timeout: float) -> Measured:
         (fn, arrays), _, _, _ = built
-        start = time.perf_counter()
+        if fn.options.target == "cuda":
+            return self._run_on_gpu(fn, arrays, timeout)
+        # an untimed call first (the OpenMP threads start, the outputs are paged in), then
+        # calls into those outputs, as a program calls a kernel in a loop
         result = fn(*arrays)
+        outputs = list(result) if isinstance(result, tuple | list) else [result]
+        start = time.perf_counter()
+        fn(*arrays, out=outputs if len(outputs) > 1 else outputs[0])
+        seconds = time.perf_counter() - start
+        if seconds > timeout:
+            raise RunFailed(f"ran past {timeout:.3g} s", timed_out=True)
+        return Measured(seconds, [np.asarray(o).copy() for o in outputs])
+
+    @staticmethod
+    def _run_on_gpu(fn: Any, arrays: list[np.ndarray], timeout: float) -> Measured:
+        """One timed launch on the GPU (after an untimed one that sets the launch up), the
+        outputs copied back."""
+        try:
+            import cupy  # type: ignore[import-not-found]
+        except ImportError:
+            raise RunFailed("a CUDA candidate runs through CuPy: pip install 'polyflow[gpu]'") from None
+        device = [cupy.asarray(a) for a in arrays]
+        fn(*device)
+        cupy.cuda.Device().synchronize()
+        start = time.perf_counter()
+        result = fn(*device)
+        cupy.cuda.Device().synchronize()
         seconds = time.perf_counter() - start
         if seconds > timeout:
             raise RunFailed(f"ran past {timeout:.3g} s", timed_out=True)
         outputs = result if isinstance(result, tuple | list) else (result,)
-        return Measured(seconds, [np.asarray(o).copy() for o in outputs])
+        return Measured(seconds, [cupy.asnumpy(o) for o in outputs])
 
     def compare(self, output: Any, reference: Any, rtol: float) -> str | None:
         return compare_arrays(output, reference, rtol)
