@@ -465,3 +465,20 @@ def test_cuda_options_are_tuned_by_compile_time_where_there_is_no_gpu() -> None:
     assert {"block", "grid", "shared_memory"} <= names and "tile_sizes_auto" not in names
     assert [c.result.status for c in result.candidates] == ["ok"] * 3  # each built its PTX
     assert all(set(c.choices) <= {"block", "grid", "shared_memory"} for c in result.candidates)
+
+
+def test_words_that_vary_between_the_default_runs_are_not_compared() -> None:
+    timed = PROGRAM.replace(
+        'printf("%.15g %.15g\\n", s, C[N / 2][N / 3]);',
+        'struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);\n'
+        '  printf("%.15g took %ld ns %.15g\\n", s, ts.tv_nsec, C[N / 2][N / 3]);',
+    ).replace("#include <stdlib.h>", "#include <stdlib.h>\n#include <time.h>")
+    assert "took" in timed
+    task = CProgram(timed, "timed.c", {"opt_level": 3, "defines": ("N=48",)}, timed=("kernel",))
+    default = run_isolated(Job(task, {}, repeats=3))
+    assert default.status == "ok", default.message
+    assert default.output["ignore"] == [2]  # the nanoseconds
+    candidate = run_isolated(Job(task, {"fusion": "min"}, repeats=1, reference=default.output))
+    assert candidate.status == "ok", candidate.message
+    wrong = dict(default.output, text=default.output["text"].replace(" ns ", " ms "))
+    assert run_isolated(Job(task, {"fusion": "min"}, repeats=1, reference=wrong)).status == "wrong"

@@ -11,12 +11,15 @@ candidates on one core.
 * `DaskExecutor(address)`: the jobs are Dask tasks on a `distributed` cluster (`dask
   scheduler` and `dask worker` processes on any machines that see the same polyflow); a
   worker that dies takes its running job with it and the scheduler runs that job again on
-  another worker.
+  another worker (or, after `allowed-failures` deaths under it, gives it up: a failed
+  candidate).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -49,9 +52,18 @@ class LocalExecutor:
 
 
 class DaskExecutor:
-    """Jobs as tasks of the Dask cluster at `address` (`tcp://host:8786`), or of a given
-    `distributed.Client`; as many in flight as the cluster has worker threads (at least
-    `min_slots`). A job is retried `retries` times where its worker died under it."""
+    """Jobs as tasks of the Dask cluster at `address` (`tcp://host:8786`; the executor opens a
+    client, and closes it), or of a given `distributed.Client` (the caller's: left open); as
+    many in flight as the cluster has worker threads, at least `min_slots` (`refresh_slots`
+    counts them again: the tuner does as it goes, workers join and leave).
+
+    A worker that dies takes the job it ran with it (its job process ends with it, see
+    `worker.main`): the scheduler runs the job again on another worker, until the job has seen
+    more workers die under it than the scheduler's `allowed-failures` (Dask's
+    `distributed.scheduler.allowed-failures`, 3), when it gives the job up (`KilledWorker`). A
+    job given up, cancelled (the client closed, the scheduler lost) or whose task raised is a
+    failed candidate, never an exception; `retries`: how many times a task that raised (not a
+    candidate's failure: `run_isolated` reports those) is run again."""
 
     def __init__(self, address: str | Any, *, retries: int = 3, min_slots: int = 1) -> None:
         try:
@@ -66,30 +78,53 @@ class DaskExecutor:
         else:
             self._client, self._own_client = address, False
         self.retries = retries
-        threads = sum(self._client.nthreads().values())
-        self.slots = max(min_slots, threads)
-        workers = len(self._client.nthreads())
-        self.description = f"Dask cluster {self._client.scheduler.address} ({workers} workers, {threads} threads)"
+        self.min_slots = max(1, min_slots)
+        self._pending: set[Any] = set()  # the tasks submitted and not finished
+        self._lock = threading.Lock()
+        nthreads = self._client.nthreads()
+        threads = sum(nthreads.values())
+        self.slots = max(self.min_slots, threads)
+        self.description = (
+            f"Dask cluster {self._client.scheduler.address} ({len(nthreads)} workers, {threads} threads)"
+        )
 
     def submit(self, job: Job) -> concurrent.futures.Future[JobResult]:
         done: concurrent.futures.Future[JobResult] = concurrent.futures.Future()
         # pure=False: the same candidate submitted twice (a re-measure) runs twice
         task = self._client.submit(run_isolated, job, pure=False, retries=self.retries)
+        with self._lock:
+            self._pending.add(task)
 
-        def finished(task: Any) -> None:
+        def finished(task: Any) -> None:  # in Dask's callback thread
+            with self._lock:
+                self._pending.discard(task)
             try:
-                done.set_result(task.result())
-            except BaseException as exc:  # the scheduler gave up on it (KilledWorker, cancelled)
-                done.set_result(JobResult("failed", message=f"Dask: {type(exc).__name__}: {exc}"))
+                result = task.result()
+            except BaseException as exc:  # KilledWorker, CancelledError, the task's own error
+                result = JobResult("failed", message=f"Dask: {type(exc).__name__}: {exc}")
+            with contextlib.suppress(concurrent.futures.InvalidStateError):  # cancelled by its caller
+                done.set_result(result)
 
         task.add_done_callback(finished)
         return done
 
     def refresh_slots(self) -> int:
-        """The cluster's worker threads now (workers join and leave while a run goes on)."""
-        self.slots = max(1, sum(self._client.nthreads().values()))
+        """The cluster's worker threads now (at least `min_slots`); the count so far while the
+        scheduler cannot be reached."""
+        try:
+            threads = sum(self._client.nthreads().values())
+        except (OSError, TimeoutError):  # CommClosedError is an OSError
+            return self.slots
+        self.slots = max(self.min_slots, threads)
         return self.slots
 
     def close(self) -> None:
+        """Cancel the jobs still queued or running (nobody waits for them), and close the
+        client where this executor opened it."""
+        with self._lock:
+            pending = list(self._pending)
+        if pending:
+            with contextlib.suppress(Exception):
+                self._client.cancel(pending)
         if self._own_client:
             self._client.close()

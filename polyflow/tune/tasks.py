@@ -1,15 +1,16 @@
 """What is tuned: a kernel that a worker can build with some options, run, time and check.
 
-A task is plain data (it travels to worker processes and Dask workers by pickle) with three
+A task is plain data (it travels to worker processes and Dask workers by pickle) with the
 steps a worker runs (`polyflow/tune/worker.py`): `build(options, scratch)` compiles a candidate,
-`run(built, cores, timeout)` runs it once and returns its time and output, and `compare(output,
-reference, rtol)` says how a candidate's output differs from the default build's (None: it does
-not). Three kinds:
+`run(built, cores, timeout)` runs it once and returns its time and output, `reference_of(outputs,
+rtol)` makes the reference of the default build's runs, and `compare(output, reference, rtol)`
+says how a candidate's output differs from it (None: it does not). Three kinds:
 
 * `CProgram`: a C file with `main`, built as `polyflow build` builds it. The time is the time
   spent in the tuned functions, measured by a shim linked around their compiled entries
   (`-Wl,--wrap`), so that the program's set-up and output do not dilute it; the output is what
-  the program prints on stdout, compared number by number.
+  the program prints on stdout, compared number by number, except the words that differed
+  between the default build's own runs (a time it prints).
 * `CFunction`: a C function as `compile_c` compiles it, called on example arguments
   (`CompiledFunction.autotune`); the output is the arrays after the call and its result.
 * `TcKernel`: a TC definition and its arguments (given arrays, or shapes and dtypes from which
@@ -224,21 +225,36 @@ class CProgram:
             raise RunFailed(f"the program never called {', '.join(timed)}")
         return Measured(sum(seconds.values()), proc.stdout)
 
+    def reference_of(self, outputs: list[Any], rtol: float) -> dict[str, Any]:
+        """The default build's output as candidates are checked against it: its text, and the
+        words that differed between its own runs (a time the program prints), not compared."""
+        first = str(outputs[0]).split()
+        varying: set[int] = set()
+        for other in outputs[1:]:
+            words = str(other).split()
+            if len(words) != len(first):
+                raise ValueError(f"{len(words)} words in one run, {len(first)} in another")
+            varying |= {i for i, (a, b) in enumerate(zip(first, words, strict=True)) if a != b}
+        return {"text": str(outputs[0]), "ignore": sorted(varying)}
+
     def compare(self, output: Any, reference: Any, rtol: float) -> str | None:
-        return compare_text(str(output), str(reference), rtol)
+        return compare_text(str(output), reference["text"], rtol, ignore=set(reference["ignore"]))
 
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)", re.I)
 
 
-def compare_text(output: str, reference: str, rtol: float) -> str | None:
+def compare_text(
+    output: str, reference: str, rtol: float, ignore: set[int] | frozenset[int] = frozenset()
+) -> str | None:
     """How `output` differs from `reference`: their words equal, numbers within `rtol`
-    (relative, against the larger magnitude; an absolute floor of rtol for values near 0)."""
+    (relative, against the larger magnitude; an absolute floor of rtol for values near 0),
+    except the words numbered in `ignore`."""
     got, want = output.split(), reference.split()
     if len(got) != len(want):
         return f"the output has {len(got)} words, the default build's {len(want)}"
     for index, (a, b) in enumerate(zip(got, want, strict=True)):
-        if a == b:
+        if a == b or index in ignore:
             continue
         if _NUMBER.fullmatch(a) and _NUMBER.fullmatch(b):
             x, y = float(a), float(b)
@@ -309,6 +325,9 @@ class CFunction:
         if result is not None:
             arrays.append(np.asarray(result, dtype=np.float64).reshape(1))
         return Measured(seconds, arrays)
+
+    def reference_of(self, outputs: list[Any], rtol: float) -> Any:
+        return same_outputs(outputs, rtol)
 
     def compare(self, output: Any, reference: Any, rtol: float) -> str | None:
         return compare_arrays(output, reference, rtol)
@@ -407,8 +426,20 @@ class TcKernel:
         outputs = result if isinstance(result, tuple | list) else (result,)
         return Measured(seconds, [cupy.asnumpy(o) for o in outputs])
 
+    def reference_of(self, outputs: list[Any], rtol: float) -> Any:
+        return same_outputs(outputs, rtol)
+
     def compare(self, output: Any, reference: Any, rtol: float) -> str | None:
         return compare_arrays(output, reference, rtol)
+
+
+def same_outputs(outputs: list[Any], rtol: float) -> Any:
+    """The first of the default build's outputs, which its other runs must equal."""
+    for other in outputs[1:]:
+        differs = compare_arrays(other, outputs[0], rtol)
+        if differs is not None:
+            raise ValueError(differs)
+    return outputs[0]
 
 
 def compare_arrays(output: Any, reference: Any, rtol: float) -> str | None:

@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Iterator
@@ -124,11 +125,11 @@ def run_job(job: Job, scratch: Path) -> JobResult:
     try:
         with core_slots(job.cores) as cores:
             first = task.run(built, cores, job.run_timeout)
-            reference = job.reference if job.reference is not None else first.output
-            differs = task.compare(first.output, reference, job.rtol)
-            if differs is not None:
-                return JobResult("wrong", first.seconds, [first.seconds], compile_seconds, differs)
-            result.output = first.output if job.reference is None else None
+            if job.reference is not None:
+                differs = task.compare(first.output, job.reference, job.rtol)
+                if differs is not None:
+                    return JobResult("wrong", first.seconds, [first.seconds], compile_seconds, differs)
+            outputs = [first.output]
             result.times = [first.seconds]
             if job.prune_above is not None and first.seconds > job.prune_above:
                 result.status, result.seconds = "pruned", first.seconds
@@ -140,20 +141,23 @@ def run_job(job: Job, scratch: Path) -> JobResult:
                     baselines.append(task.run(baseline, cores, job.run_timeout).seconds)
                 again = task.run(built, cores, job.run_timeout)
                 result.times.append(again.seconds)
-                if job.reference is None:  # the default: its output must not vary
-                    varies = task.compare(again.output, first.output, job.rtol)
-                    if varies is not None:
-                        return JobResult(
-                            "failed",
-                            message=f"the program's output varies from run to run ({varies}): "
-                            "the tuner cannot check candidates against it",
-                        )
+                if job.reference is None:
+                    outputs.append(again.output)
     except RunFailed as exc:
         return JobResult(
             "timeout" if exc.timed_out else "failed",
             compile_seconds=compile_seconds,
             message=f"run failed: {exc}",
         )
+    if job.reference is None:  # the default build: its runs make the reference
+        try:
+            result.output = task.reference_of(outputs, job.rtol)
+        except ValueError as exc:
+            return JobResult(
+                "failed",
+                message=f"the output varies from run to run ({exc}): the tuner cannot check "
+                "candidates against it",
+            )
     result.seconds = min(result.times)
     result.baseline_seconds = min(baselines) if baselines else None
     return result
@@ -217,7 +221,7 @@ def run_isolated(job: Job) -> JobResult:
         job_path.write_bytes(pickle.dumps(job))
         env = _environment(job, scratch)
         process = subprocess.Popen(
-            [sys.executable, "-m", "polyflow.tune.worker", str(job_path), str(result_path)],
+            [sys.executable, "-m", "polyflow.tune.worker", str(job_path), str(result_path), str(os.getpid())],
             cwd=scratch,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -288,10 +292,28 @@ def _address_space_bytes() -> int:
         return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def _end_with_parent(parent: int, scratch: Path) -> None:
+    """Where `parent` (the process of `run_isolated`: a Dask worker, a tuner) dies before this
+    job ends, nobody waits for the job nor keeps its time limit any more: remove its scratch
+    directory and kill its process group (this process, as `run_isolated` made it a session
+    leader, and what it started), rather than let it run on unwatched."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        shutil.rmtree(scratch, ignore_errors=True)
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="polyflow-tune-parent", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`python -m polyflow.tune.worker JOB RESULT`: evaluate the pickled job, pickle the
-    result."""
-    job_path, result_path = (argv if argv is not None else sys.argv[1:])[:2]
+    """`python -m polyflow.tune.worker JOB RESULT [PARENT]`: evaluate the pickled job, pickle
+    the result; end early where the process PARENT dies (`_end_with_parent`)."""
+    args = argv if argv is not None else sys.argv[1:]
+    job_path, result_path = args[:2]
+    if len(args) > 2:
+        _end_with_parent(int(args[2]), Path(job_path).parent)
     job: Job = pickle.loads(Path(job_path).read_bytes())
     _limit(job.limits)
     scratch = Path(job_path).parent
