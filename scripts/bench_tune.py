@@ -19,7 +19,7 @@ set (against PyTorch CPU), and how tuning scales over Dask workers, in one run.
    second, which shows whether the scheduler keeps the workers busy.
 
 Timing discipline: a candidate's runs hold their cores machine-wide (no two timings share a
-core), best of `--tune-repeats` runs each. Results go to `<out>/<date>-tune.{md,json,png}`.
+core), best of `--tune-repeats` runs each. Results go to `<out>/<date>-tune[-TAG].{md,json,png}`.
 """
 
 from __future__ import annotations
@@ -233,10 +233,13 @@ def report(data: dict[str, Any]) -> str:
         f"{data['workers']} local worker processes, genetic search; every candidate checked "
         "against the default build's output; the best re-measured against the default in one "
         "job (runs alternating) at the end.", "",
-        "## PolyBench LARGE (kernel function time)", "",
-        "| kernel | default | tuned | speedup | candidates | tuning time | tuned options |",
-        "|---|---:|---:|---:|---:|---:|---|",
     ]
+    if data["polybench"]:
+        lines += [
+            "## PolyBench LARGE (kernel function time)", "",
+            "| kernel | default | tuned | speedup | candidates | tuning time | tuned options |",
+            "|---|---:|---:|---:|---:|---:|---|",
+        ]
     speedups = []
     for row in data["polybench"]:
         if "error" in row:
@@ -324,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scaling-kernel", default="2mm")
     parser.add_argument("--scaling-candidates", type=int, default=16)
     parser.add_argument("--out", default=str(ROOT / "bench_polybench" / "results"))
+    parser.add_argument("--tag", default="", help="added to the report's file names")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--worker-name", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -349,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"{datetime.now():%Y-%m-%d}-tune"
+    stem = out / f"{datetime.now():%Y-%m-%d}-tune{'-' + args.tag if args.tag else ''}"
 
     def save() -> None:
         stem.with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n")
