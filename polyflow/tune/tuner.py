@@ -320,11 +320,16 @@ def _search_loop(
                 result.best_choices = choices
                 result.history.append((candidate.finished, seconds))
             if progress is not None:
+                elapsed, left = time.perf_counter() - start, remaining()
                 progress(
                     Progress(
-                        len(result.candidates), len(in_flight), best, result.default_seconds,
-                        time.perf_counter() - start, None if remaining() is None else
-                        (time.perf_counter() - start) + (remaining() or 0.0), candidate,
+                        tried=len(result.candidates),
+                        in_flight=len(in_flight),
+                        best_seconds=best,
+                        default_seconds=result.default_seconds,
+                        elapsed=elapsed,
+                        budget=None if left is None else elapsed + left,
+                        last=candidate,
                     )
                 )
 
