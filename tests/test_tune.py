@@ -482,3 +482,14 @@ def test_words_that_vary_between_the_default_runs_are_not_compared() -> None:
     assert candidate.status == "ok", candidate.message
     wrong = dict(default.output, text=default.output["text"].replace(" ns ", " ms "))
     assert run_isolated(Job(task, {"fusion": "min"}, repeats=1, reference=wrong)).status == "wrong"
+
+
+def test_the_first_generation_explores_the_defaults_neighbours() -> None:
+    space = option_space(Options(opt_level=3), CompileFacts({"tiled"}, 2, {64}))
+    neighbours = space.neighbours(space.default_genome())
+    assert neighbours and all(len(space.choices(g)) == 1 for g in neighbours)
+    assert len({space.key_of(g) for g in neighbours}) == len(neighbours)
+    search = GeneticSearch(space, population=10, seed=0)
+    first = [search.ask() for _ in range(10)]
+    assert first[0] == space.default_genome()
+    assert sum(1 for g in first[1:] if g is not None and len(space.choices(g)) == 1) >= 4

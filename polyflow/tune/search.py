@@ -60,7 +60,8 @@ class RandomSearch:
 @dataclass
 class GeneticSearch:
     """A generational genetic search, as Tensor Comprehensions' autotuner: a population of
-    `population` genomes (the default and random ones at first); each next generation keeps
+    `population` genomes (at first the default, half as many of its neighbours, one choice
+    changed each, and random ones); each next generation keeps
     the `elites` fastest as they are and breeds the rest from parents picked by fitness
     (1/time; tournaments of `tournament`), by uniform crossover and then mutation of each
     gene with probability `mutation`. A generation is asked for in full before the next is
@@ -83,6 +84,12 @@ class GeneticSearch:
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
         first = [self.space.default_genome()]
+        # half the first generation varies one choice of the default at a time (what each
+        # choice is worth alone: few candidates already tell much on a slow kernel), the rest
+        # is random (combinations)
+        neighbours = self.space.neighbours(self.space.default_genome())
+        self._rng.shuffle(neighbours)
+        first += neighbours[: max(0, self.population // 2 - 1)]
         while len(first) < self.population:
             first.append(self.space.random_genome(self._rng))
         self._pending = first

@@ -78,6 +78,21 @@ class OptionSpace:
                 return genome
         return self.default_genome()
 
+    def neighbours(self, genome: Genome) -> list[Genome]:
+        """The valid genomes that differ from `genome` in one choice and build something else
+        (a tile size of an untiled build is no neighbour)."""
+        own = self.key_of(genome)
+        found: dict[str, Genome] = {}
+        for parameter in self.parameters:
+            for index in range(len(parameter.values)):
+                if index == genome.get(parameter.name, 0):
+                    continue
+                other = dict(genome, **{parameter.name: index})
+                key = self.key_of(other)
+                if key != own and key not in found and self.valid(other):
+                    found[key] = other
+        return list(found.values())
+
     def value(self, genome: Genome, name: str) -> Any:
         for parameter in self.parameters:
             if parameter.name == name:
