@@ -1,7 +1,8 @@
-"""Micro-kernels (polyflow/schedule/micro_kernel.py) end to end: contraction nests become
-register-blocked vector code, and every program still prints what gcc -O2's build prints (odd
-sizes, so that the scalar edge rows and columns run too; 1 and 2 threads), and every TC still
-matches NumPy."""
+"""Micro-kernels (polyflow/schedule/micro_kernel.py) end to end: contraction and convolution
+nests become register-blocked vector code, and every program still prints what gcc -O2's build
+prints (odd sizes, so that the edge rows and columns run too; 1 and 2 threads), and every TC
+still matches NumPy (and, without fused multiply-adds, the build without micro-kernels bit for
+bit: each element's sum keeps its order)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import polyflow
 import polyflow.tc as tc
 from polyflow.options import Options
 from polyflow.target import vector_register_bits
+from polyflow.tc_library import LIBRARY
 from polyflow.toolchain import openmp_library_dir
 
 # The products and sums of these small integers are exact in floating point, so fused
@@ -233,3 +235,287 @@ def test_register_width_follows_the_target(march: str, bits: int) -> None:
 
 def test_the_host_register_width_is_one_of_the_known_ones() -> None:
     assert vector_register_bits("native") in (128, 256, 512)
+
+
+# Convolutions in C, as TC writes them (the output updated in place) and with the sum in a
+# local, 3x3, 5x5 (one image) and 1x1 kernels; odd sizes: 7 output channels (a block of 6 and
+# one row), 19 output columns (vectors of 16 or 8 lanes, then 2, then 1).
+CONV_PROGRAM = """#include <stdio.h>
+#define NN 2
+#define NC 5
+#define NK 7
+#define NH 13
+#define NW 21
+/* Products of these values are exact (small integers times powers of two), their sums are not:
+   the magnitudes span 2^-56 to 2^36, so each output element prints the same digits as gcc's
+   only if its sum runs in the source order (c, then i, then j), fused multiply-adds or not. */
+static const double scale_in[4] = {0x1p-40, 0x1p-10, 1.0, 0x1p20};
+static const double scale_wt[3] = {0x1p-16, 1.0, 0x1p12};
+static TYPE in[NN][NC][NH][NW], w3[NK][NC][3][3], w5[NK][NC][5][5], w1[NK][NC];
+static TYPE out3[NN][NK][NH - 2][NW - 2], sum3[NN][NK][NH - 2][NW - 2];
+static TYPE out5[1][NK][NH - 4][NW - 4], out1[NN][NK][NH][NW];
+/* TC conv2d's form: the output element updated in place */
+static void conv3(void) {
+  for (int n = 0; n < NN; n++)
+    for (int k = 0; k < NK; k++)
+      for (int h = 0; h < NH - 2; h++)
+        for (int w = 0; w < NW - 2; w++) {
+          out3[n][k][h][w] = 0;
+          for (int c = 0; c < NC; c++)
+            for (int i = 0; i < 3; i++)
+              for (int j = 0; j < 3; j++)
+                out3[n][k][h][w] += in[n][c][h + i][w + j] * w3[k][c][i][j];
+        }
+}
+/* the sum in a local variable */
+static void conv3_local(void) {
+  for (int n = 0; n < NN; n++)
+    for (int k = 0; k < NK; k++)
+      for (int h = 0; h < NH - 2; h++)
+        for (int w = 0; w < NW - 2; w++) {
+          TYPE s = 0;
+          for (int c = 0; c < NC; c++)
+            for (int i = 0; i < 3; i++)
+              for (int j = 0; j < 3; j++) s += in[n][c][h + i][w + j] * w3[k][c][i][j];
+          sum3[n][k][h][w] = s;
+        }
+}
+/* a 5x5 kernel, one image */
+static void conv5(void) {
+  for (int k = 0; k < NK; k++)
+    for (int h = 0; h < NH - 4; h++)
+      for (int w = 0; w < NW - 4; w++) {
+        out5[0][k][h][w] = 0;
+        for (int c = 0; c < NC; c++)
+          for (int i = 0; i < 5; i++)
+            for (int j = 0; j < 5; j++)
+              out5[0][k][h][w] += in[1][c][h + i][w + j] * w5[k][c][i][j];
+      }
+}
+/* a 1x1 kernel: a product of matrices per image row */
+static void conv1(void) {
+  for (int n = 0; n < NN; n++)
+    for (int k = 0; k < NK; k++)
+      for (int h = 0; h < NH; h++)
+        for (int w = 0; w < NW; w++) {
+          out1[n][k][h][w] = 0;
+          for (int c = 0; c < NC; c++) out1[n][k][h][w] += in[n][c][h][w] * w1[k][c];
+        }
+}
+int main(void) {
+  for (int n = 0; n < NN; n++)
+    for (int c = 0; c < NC; c++)
+      for (int h = 0; h < NH; h++)
+        for (int w = 0; w < NW; w++)
+          in[n][c][h][w] = ((n * 3 + c * 7 + h * 5 + w) % 11 - 5) * scale_in[(c + h + w) % 4];
+  for (int k = 0; k < NK; k++)
+    for (int c = 0; c < NC; c++) {
+      w1[k][c] = ((k * 2 + c) % 5 - 2) * scale_wt[(k + c) % 3];
+      for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 5; j++) {
+          TYPE v = ((k * 5 + c * 3 + i * 2 + j) % 7 - 3) * scale_wt[(k + c + j) % 3];
+          w5[k][c][i][j] = v;
+          if (i < 3 && j < 3) w3[k][c][i][j] = v;
+        }
+    }
+  conv3();
+  conv3_local();
+  conv5();
+  conv1();
+  for (int n = 0; n < NN; n++)
+    for (int k = 0; k < NK; k++)
+      for (int h = 0; h < NH - 4; h++)
+        for (int w = 0; w < NW - 4; w += 3)
+          printf("%.17g %.17g %.17g %.17g\\n", (double)out3[n][k][h][w],
+                 (double)sum3[n][k][h][w + 1], (double)out5[0][k][h][w + n],
+                 (double)out1[n][k][h + 1][w + 2]);
+  printf("%.17g %.17g\\n", (double)out3[NN - 1][NK - 1][NH - 3][NW - 3],
+         (double)out1[NN - 1][NK - 1][NH - 1][NW - 1]);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("element", ["double", "float"])
+def test_c_convolutions_are_micro_kernels_that_sum_in_source_order(
+    tmp_path: Path, element: str
+) -> None:
+    src = tmp_path / f"conv_{element}.c"
+    src.write_text(f"#define TYPE {element}\n" + CONV_PROGRAM)
+    options = Options(opt_level=3, march="native")
+    built = polyflow.build_program(src, tmp_path / "conv.mlir", options=options, emit="affine-opt")
+    kernels = {
+        remark.function: remark.data
+        for remark in built.report.remarks
+        if remark.kind == "micro-kernel"
+    }
+    assert set(kernels) == {"conv3", "conv3_local", "conv5", "conv1"}
+    assert all(kernels[name]["convolution"] for name in ("conv3", "conv3_local", "conv5"))
+    # bit for bit: the data makes every reordering of a sum visible, and no product rounds
+    check_program_against_gcc(src, tmp_path / "run", options)
+
+
+# The update alone, its seven loops in a given order: each output element sums in that order.
+CONV_LOOPS = {"n": "NN", "k": "NK", "h": "NH - 2", "w": "NW - 2", "c": "NC", "i": "3", "j": "3"}
+CONV_IN_ORDER = """static void conv(void) {
+  for (int n = 0; n < NN; n++)
+    for (int k = 0; k < NK; k++)
+      for (int h = 0; h < NH - 2; h++)
+        for (int w = 0; w < NW - 2; w++) out3[n][k][h][w] = 0;
+LOOPS        out3[n][k][h][w] += in[n][c][h + i][w + j] * w3[k][c][i][j];
+}
+int main(void) {
+  for (int n = 0; n < NN; n++)
+    for (int c = 0; c < NC; c++)
+      for (int h = 0; h < NH; h++)
+        for (int w = 0; w < NW; w++)
+          in[n][c][h][w] = ((n * 3 + c * 7 + h * 5 + w) % 11 - 5) * scale_in[(c + h + w) % 4];
+  for (int k = 0; k < NK; k++)
+    for (int c = 0; c < NC; c++)
+      for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+          w3[k][c][i][j] = ((k * 5 + c * 3 + i * 2 + j) % 7 - 3) * scale_wt[(k + c + j) % 3];
+  conv();
+  for (int n = 0; n < NN; n++)
+    for (int k = 0; k < NK; k++)
+      for (int h = 0; h < NH - 2; h++)
+        for (int w = 0; w < NW - 2; w++) printf("%.17g\\n", (double)out3[n][k][h][w]);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("order,element", [("jcikhnw", "float"), ("cwnkhij", "double"),
+                                           ("wijnkhc", "float")])  # fmt: skip
+def test_c_convolutions_in_any_loop_order_sum_in_that_order(
+    tmp_path: Path, order: str, element: str
+) -> None:
+    # The scheduler keeps each element's order of (c, i, j) as written; the micro-kernel too.
+    loops = "".join(
+        f"{'  ' * (depth + 1)}for (int {v} = 0; {v} < {CONV_LOOPS[v]}; {v}++)\n"
+        for depth, v in enumerate(order)
+    )
+    header = CONV_PROGRAM[: CONV_PROGRAM.index("/* TC conv2d's form")]
+    src = tmp_path / f"conv_{order}.c"
+    src.write_text(f"#define TYPE {element}\n" + header + CONV_IN_ORDER.replace("LOOPS", loops))
+    options = Options(opt_level=3, march="native")
+    built = polyflow.build_program(src, tmp_path / "conv.mlir", options=options, emit="affine-opt")
+    assert [r.data["convolution"] for r in built.report.remarks if r.kind == "micro-kernel"] == [
+        True
+    ]
+    check_program_against_gcc(src, tmp_path / "run", options)
+
+
+def _conv_reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    kh, kw = w.shape[2:]
+    windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (kh, kw), axis=(2, 3))
+    return np.einsum("nchwij,kcij->nkhw", windows, w.astype(np.float64))
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (1, 3, 5, 9, 23, 3),  # N = 1; 21 columns: 16 + 4 + 1; 5 rows: 4 + 1
+        (2, 4, 13, 12, 40, 5),  # 5x5
+        (2, 8, 8, 10, 18, 1),  # 1x1: a product of matrices per image row
+        (3, 16, 64, 18, 58, 3),  # 56 columns: 32 + 16 + 8; 64 rows: 10 x 6 + 4
+    ],
+)
+def test_tc_conv2d_is_a_convolution_micro_kernel_matching_numpy(
+    shape: tuple[int, int, int, int, int, int],
+) -> None:
+    n, c, k, h, w, kernel = shape
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    weight = rng.standard_normal((k, c, kernel, kernel)).astype(np.float32)
+    options = Options(opt_level=3, march="native")
+    fn = tc.define(LIBRARY["conv2d"], "conv2d", options=options)
+    got = fn(x, weight)
+    kernels = [r.data for r in fn.report.remarks if r.kind == "micro-kernel"]
+    assert len(kernels) == 1 and kernels[0]["convolution"] == (kernel > 1)
+    default = tc.define(
+        LIBRARY["conv2d"], "conv2d", options=options.model_copy(update={"micro_kernels": False})
+    )(x, weight)
+    scale = float(np.max(np.abs(default)))
+    assert float(np.max(np.abs(got - default))) <= 2e-6 * scale
+    np.testing.assert_allclose(got, _conv_reference(x, weight), rtol=0, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize(
+    "shape,extra,contraction_tiles",
+    [
+        ((2, 5, 13, 11, 37, 3), {}, False),
+        ((2, 5, 9, 11, 37, 3), {"tile_sizes": [2, 8, 4, 16, 8]}, False),  # odd tiles
+        ((1, 300, 400, 6, 140, 3), {}, True),  # 384 channels x 64 columns x 256 deep
+        ((2, 6, 10, 8, 30, 3), {"micro_kernel_rows": 4, "micro_kernel_vectors": 1}, False),
+    ],
+)
+def test_tc_conv2d_sums_each_element_in_source_order(
+    shape: tuple[int, int, int, int, int, int], extra: dict[str, object], contraction_tiles: bool
+) -> None:
+    # Without fused multiply-adds, the micro-kernel's output is the default build's bit for
+    # bit: c, then kh, then kw for every element, whatever the blocks' order.
+    n, c, k, h, w, kernel = shape
+    rng = np.random.default_rng(k)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    weight = rng.standard_normal((k, c, kernel, kernel)).astype(np.float32)
+    options = Options(opt_level=3, march="native", fp_contract="off", **extra)
+    fn = tc.define(LIBRARY["conv2d"], "conv2d", options=options)
+    got = fn(x, weight)
+    kernels = [r.data for r in fn.report.remarks if r.kind == "micro-kernel"]
+    assert len(kernels) == 1 and kernels[0]["convolution"]
+    assert (kernels[0]["rows"], kernels[0]["vectors"]) == (
+        options.micro_kernel_rows,
+        options.micro_kernel_vectors,
+    )
+    tiles = [r.data for r in fn.report.remarks if r.kind == "tiled"]
+    assert any(t["contraction"] for t in tiles) == contraction_tiles
+    default = tc.define(
+        LIBRARY["conv2d"], "conv2d", options=options.model_copy(update={"micro_kernels": False})
+    )(x, weight)
+    assert np.array_equal(got, default)
+
+
+def test_tc_convolution_with_bias_and_relu_is_one_micro_kernel() -> None:
+    # The bias and the ReLU fuse into the convolution's nest as guarded code after its last
+    # channel: the kernel applies them to its registers, still bit for bit without FMAs.
+    source = """def cbr(float(N,C,H,W) in, float(K,C,KH,KW) weight, float(K) bias) -> (out) {
+      out(n, k, h, w) +=! in(n, c, h + kh, w + kw) * weight(k, c, kh, kw)
+      out(n, k, h, w) = fmax(out(n, k, h, w) + bias(k), 0)
+    }"""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 5, 12, 30)).astype(np.float32)
+    weight = rng.standard_normal((9, 5, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(9).astype(np.float32)
+    options = Options(opt_level=3, march="native", fp_contract="off")
+    fn = tc.define(source, "cbr", options=options)
+    got = fn(x, weight, bias)
+    assert [r.data["convolution"] for r in fn.report.remarks if r.kind == "micro-kernel"] == [True]
+    default = tc.define(source, "cbr", options=options.model_copy(update={"micro_kernels": False}))(
+        x, weight, bias
+    )
+    assert np.array_equal(got, default)
+    expected = np.maximum(_conv_reference(x, weight) + bias[None, :, None, None], 0)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_tc_strided_and_grouped_convolutions_match_numpy() -> None:
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 6, 21, 35)).astype(np.float32)
+    weight = rng.standard_normal((9, 6, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(9).astype(np.float32)
+    options = Options(opt_level=3, march="native")
+    strided = tc.define(LIBRARY["strided_conv2d"], "strided_conv2d", options=options)
+    expected = _conv_reference(x, weight)[:, :, ::2, ::2] + bias[None, :, None, None]
+    np.testing.assert_allclose(strided(x, weight, bias), expected, rtol=1e-4, atol=1e-4)
+    # `in` at 2 * w + kw is not contiguous along w: no micro-kernel
+    assert not [r for r in strided.report.remarks if r.kind == "micro-kernel"]
+    grouped = tc.define(LIBRARY["group_conv2d"], "group_conv2d", options=options)
+    x = rng.standard_normal((2, 3, 4, 12, 19)).astype(np.float32)
+    weight = rng.standard_normal((3, 5, 4, 3, 3)).astype(np.float32)
+    windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (3, 3), axis=(3, 4))
+    expected = np.einsum("ngchwij,gfcij->ngfhw", windows, weight.astype(np.float64))
+    np.testing.assert_allclose(grouped(x, weight), expected, rtol=1e-4, atol=1e-4)
+    assert [r.data["convolution"] for r in grouped.report.remarks if r.kind == "micro-kernel"] == [
+        True
+    ]

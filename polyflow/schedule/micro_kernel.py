@@ -1,6 +1,8 @@
-"""schedule-micro-kernels: a three-deep nest that accumulates into one array element per (u, v)
-over a loop r (`C[i][j] += A[i][k] * B[k][j]`, and every such nest) → register-tiled vector
-code: MR rows × NR vectors of the element are kept in registers across the whole r loop.
+"""schedule-micro-kernels: a loop nest that accumulates into one array element per iteration of
+its output loops over its reduction loops (`C[i][j] += A[i][k] * B[k][j]`, a convolution
+`out[n][k][h][w] += in[n][c][h + kh][w + kw] * wt[k][c][kh][kw]`, and every such nest) →
+register-tiled vector code: MR rows × NR vectors of the element are kept in registers across
+all the reduction loops.
 
 Why: after tiling, LLVM vectorizes the innermost loop of gemm but loads and stores C in every
 iteration of k and keeps one accumulator; the FMA units then idle on the store-to-load chain
@@ -8,42 +10,70 @@ iteration of k and keeps one accumulator; the FMA units then idle on the store-t
 micro-kernel keeps MR*NR vector accumulators live, loads each vector of B once per k for MR
 rows and broadcasts each element of A once per k for NR vectors: 81 GFLOP/s, 1.6x NumPy. The
 panel copy of B removes the cache-set conflicts of a power-of-two row stride (1024 floats).
+A convolution gets the same kernel with u = k (output channels), v = w (output columns) and
+the reduction c, kh, kw: each vector of `in` (read at w + kw, unaligned) serves MR channels,
+each weight is broadcast once for NR vectors (TC conv2d N=8 C=K=64 56x56 3x3 on one Zen 4
+core: 48 → 18 ms, about 100 GFLOP/s, as fast as PyTorch's oneDNN; N=32 C=K=32 32x32: 13 → 6
+ms, also oneDNN's time).
 
-What is rewritten: three nested loops u, v, r (any order; the outermost may be a
-one-dimensional `affine.parallel` if it is u, which then stays parallel as an `scf.parallel`),
-step 1, bounds that do not use each other's induction variables, in one of two forms:
-- a perfect nest whose innermost body holds loads, stores, floating-point arithmetic and
-  guards (`affine.if` without else) around the same kinds of ops, X[u][v] updated in place;
-- (u, v, r) where r is innermost and carries a register sum (`iter_args`) that v's body
-  initializes from X[u][v] and stores back, with guarded code before and after it (a TC
-  layer's bias and ReLU) and only loads and arithmetic inside;
-such that
-- every store writes array X at one access f(u, v) (map and operands) that does not use r
-  and names u in one subscript (`u + e`) and v in the last one (`v + e`, unit stride), e free
-  of u, v and r; every load of X reads exactly there;
-- any other array is only read (and may not alias X); a read that varies with v but not u is
-  copied into a panel when the r loop runs it unconditionally (any subscripts, so `W[v][r]`
-  too), and must otherwise use v only in its last subscript, as `v + e`;
+What is rewritten: the nest of an innermost loop "bottom" (an `affine.for` without results,
+tried from the innermost loop outwards, up to `MAX_BODY_DEPTH` of them): the loops perfectly
+nested around it, step 1, up to one whose value a bound below uses (a tile loop), each an
+`affine.for` without results or a one-dimensional `affine.parallel`; and the body, bottom's
+ops, made of loads, stores, floating-point arithmetic, guards (`affine.if` without else,
+around the same kinds of ops) and body loops (step 1, bounds computed outside the body):
+loops carrying one register sum (`iter_args`, loads and arithmetic inside, maybe more such
+loops: a convolution's kh and kw) or, at the body's level, loops with what a body holds
+inside (X updated in place); such that
+- every store writes array X at one access f (map and operands); every subscript of f uses at
+  most one loop of the nest, as `i + e` (e free of them), each such loop (an output loop) is
+  used in one subscript only, the last subscript uses one (v, unit stride), and no body loop
+  is used: distinct iterations of the output loops store distinct elements; every load of X
+  reads exactly there (not inside a register sum's loops);
+- the other loops of the nest and the body loops are the reductions; there is at least one;
+- any other array is only read (and may not alias X); a read that varies with v must use v
+  only in its last subscript, as `v + e` (e may use any other loop: `w + kw` reads W
+  consecutive elements for W consecutive w, at any kw), unless it is copied into a panel;
+- u, the row loop, is the output loop (other than v) whose blocks read the least; the nest
+  is then cut to the loops from the outermost of u, v and the reductions inward, and the
+  output loops left (a convolution's n and h: `others`) run outside the blocks; a parallel
+  loop in it must be an output loop other than v;
 - guards do not test u or v.
-The loops u and v then carry nothing (each (u, v) owns its element) and r's order is kept per
-element, so running (u, v) blocks in any order, each over all of r, computes the same values,
-bit for bit up to the `contract` of a multiply-add.
+Then each element of X is owned by one iteration of the output loops and only it reads and
+writes there, and the blocks run each element's reductions in their order (the nest's
+reduction loops, outermost first, around the body, whose loops keep theirs), so running
+(u, v) blocks in any order, inside the other output loops in any order, computes the same
+values as the source order, bit for bit up to the `contract` of a multiply-add. The
+reductions are never reordered (c, then kh, then kw for a convolution): with fp_contract
+"off", TC conv2d's output is bit for bit the one of the build without micro-kernels, and C
+convolutions print gcc -O2's digits (tests/test_schedule_micro_kernel.py).
 
-The nest becomes: panels (heap, per nest instance, laid out [column block][r][NR·W]), then
-blocks of MR × (NR·W) elements (W lanes per vector), with scalar edges for the rows and
-columns left over, each block loading its accumulators, running the r loop with them as
-loop-carried values, and storing them. A guard becomes an `scf.if` yielding them; the one
-guard that tests r (the `+=!` initialization fused into the first r) instead cuts the r loop
-into the parts before, at and after the iterations where it can hold.
+The nest becomes: panels, where the nest has no other output loop and one reduction loop r
+(heap, per nest instance, laid out [column block][r][NR·W]; a read that varies with v and r
+but not u, run by r unconditionally, any subscripts: `B[k][j]`, `W[j][k]`), then the other
+output loops, then blocks of MR rows × NR vectors of W lanes, then edge blocks of fewer rows
+(powers of two below MR) and of single vectors of W, W/2, ... lanes down to 128 bits, then
+scalar columns: each block loads its accumulators, runs the reductions with them as
+loop-carried values (a body loop with its own, a register sum's per element), and stores
+them. A guard becomes an `scf.if` yielding them; the one guard that tests the nest's one
+reduction loop r (the `+=!` initialization fused into the first r) instead cuts the r loop
+into the parts before, at and after the iterations where it can hold. The nest's parallel
+loop stays parallel (an `scf.parallel`): u's full blocks, or the other output loop it is,
+or, if it is u and there are others, the outermost of those.
 
 Options: `vector_bits` (the register width, 256 for AVX2), `rows` (MR) and `vectors` (NR);
-`contract` marks the new multiplies and adds `contract` so the backend fuses them.
+`contract` marks the new multiplies and adds `contract` so the backend fuses them (the
+scheduler passes `Options.micro_kernel_rows` and `_vectors`; tiling.py sizes the tiles of
+contractions and convolutions by `Options.contraction_tile_*`). Each nest rewritten gets a
+`micro-kernel` remark whose data says its shape and whether it is a convolution (a vector
+read slides with a reduction loop).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, ClassVar
 
 from mlir import ir
@@ -83,26 +113,37 @@ def _pair_map() -> ir.AffineMap:
 
 @dataclass
 class Contraction:
-    """A nest `match_contraction` accepted: its three loops by role, the target array X and
-    the canonical access to it, and the element type."""
+    """A nest `match_contraction` accepted (see the module docstring): its loops by role, the
+    target array X and the canonical access to it, and the element type."""
 
-    outer: ir.Operation  # the outermost of the three loops: the rewrite replaces it
-    u: ir.Operation
-    v: ir.Operation
-    r: ir.Operation
+    outer: ir.Operation  # the outermost loop of the nest: the rewrite replaces it
+    loops: list[ir.Operation]  # the nest's perfectly nested loops, outermost first
+    u: ir.Operation  # the row loop (MR rows per block)
+    v: ir.Operation  # the vector loop (NR vectors of W lanes per block)
+    # The other loops that index X, in nest order: each (u, v) block runs inside them.
+    others: list[ir.Operation]
+    # The nest's loops that do not index X (X updated in place across them), in nest order.
+    reductions: list[ir.Operation]
+    # The loops inside the body, outermost first: each carries a register sum (`iter_args`) or
+    # updates X in place (a convolution's kh and kw where the sum is not a register's).
+    body_loops: list[ir.Operation]
     target: ir.Value
     access_map: ir.AffineMap
     access_operands: list[ir.Value]
     element: ir.Type
-    body: list[ir.Operation] = field(default_factory=list)  # the r loop's ops, no terminator
-    # Loads of the innermost body that vary with v and r but not u (B[k][j], or W[j][k]):
-    # each vector block reads them from a panel, a copy laid out [column block][r][lanes].
+    body: list[ir.Operation] = field(default_factory=list)  # innermost loop's ops, no terminator
+    # Loads that vary with v and the one reduction loop but not u (B[k][j], or W[j][k]): each
+    # full vector block reads them from a panel, a copy laid out [column block][r][lanes].
     panels: list[ir.Operation] = field(default_factory=list)
-    # The (u, v, r) form: r carries the sum in a register (`iter_args`); `prologue` and
-    # `epilogue` are the ops around it in v's body. None: the perfect nest, X updated in place.
-    reduction: ir.Operation | None = None
-    prologue: list[ir.Operation] = field(default_factory=list)
-    epilogue: list[ir.Operation] = field(default_factory=list)
+    parallel: ir.Operation | None = None  # the nest's `affine.parallel` (u or another X loop)
+    # Whether some vector read slides with a reduction loop (`in[c][h + kh][w + kw]`).
+    convolution: bool = False
+
+    @property
+    def r(self) -> ir.Operation | None:
+        """The one reduction loop (of the nest or the body), when there is exactly one."""
+        loops = [*self.reductions, *self.body_loops]
+        return loops[0] if len(loops) == 1 else None
 
 
 def _iv(loop: ir.Operation) -> ir.Value:
@@ -155,16 +196,10 @@ def _is_unit_plus_rest(
     return bound is not None and bound[0] == 1
 
 
-def _perfect_child(loop: ir.Operation) -> ir.Operation | None:
+def _only_child(loop: ir.Operation) -> ir.Operation | None:
+    """The op `loop`'s body holds besides its terminator, if it holds just one."""
     ops = block_ops(loop.regions[0].blocks[0])
-    if len(ops) == 2 and ops[0].name == "affine.for":
-        return ops[0]
-    return None
-
-
-def _is_perfect_child(loop: ir.Operation, child: ir.Operation) -> bool:
-    found = _perfect_child(loop)
-    return found is not None and found == child
+    return ops[0] if len(ops) == 2 else None
 
 
 def _step_one(loop: ir.Operation) -> bool:
@@ -182,6 +217,14 @@ def _simple_parallel(loop: ir.Operation) -> bool:
     return len(lower.results) == 1 and len(upper.results) == 1
 
 
+def _nest_loop(op: ir.Operation) -> bool:
+    """A loop that may be one of a nest's: an `affine.for` without results or a simple
+    `affine.parallel`, step 1."""
+    if op.name == "affine.for":
+        return len(op.results) == 0 and _step_one(op)
+    return op.name == "affine.parallel" and _simple_parallel(op) and _step_one(op)
+
+
 def _bound_maps(
     loop: ir.Operation,
 ) -> tuple[ir.AffineMap, list[ir.Value], ir.AffineMap, list[ir.Value]]:
@@ -193,6 +236,11 @@ def _bound_maps(
     operands = list(loop.operands)  # lower bound's, upper bound's, then iter_args inits
     n_lower = lower.n_inputs
     return lower, operands[:n_lower], upper, operands[n_lower : n_lower + upper.n_inputs]
+
+
+def _bound_operands(loop: ir.Operation) -> list[ir.Value]:
+    _, lower_operands, _, upper_operands = _bound_maps(loop)
+    return [*lower_operands, *upper_operands]
 
 
 def _defined_in(value: ir.Value, op: ir.Operation) -> bool:
@@ -208,55 +256,121 @@ def _defined_in(value: ir.Value, op: ir.Operation) -> bool:
     return False
 
 
+@dataclass
+class _Scan:
+    """The ops of a nest's body by kind (`_collect`)."""
+
+    stores: list[ir.Operation] = field(default_factory=list)
+    loads: list[ir.Operation] = field(default_factory=list)
+    reduction_loads: list[ir.Operation] = field(default_factory=list)  # in register sums' loops
+    guards: list[ir.Operation] = field(default_factory=list)
+    body_loops: list[ir.Operation] = field(default_factory=list)
+
+
+def _collect(ops: Sequence[ir.Operation], scan: _Scan, inside: str) -> str | None:
+    """Sort `ops` (recursively through guards and register loops) into `scan`; why not, if an op
+    is of a kind the rewrite does not handle. `inside`: "body" (the innermost loop's body),
+    "guard" or "reduction" (a register loop's body: loads and arithmetic only)."""
+    for op in ops:
+        if op.name in ("affine.store", "affine.if") and inside == "reduction":
+            return "the reduction loop stores or tests"
+        if op.name == "affine.store":
+            scan.stores.append(op)
+        elif op.name == "affine.load":
+            scan.loads.append(op)
+            if inside == "reduction":
+                scan.reduction_loads.append(op)
+        elif op.name == "affine.if":
+            if len(op.regions[1].blocks) > 0 or len(op.results) > 0:
+                return "a guard has an else branch or results"
+            try:
+                affine_if_condition(op)
+            except Exception:
+                return "a guard's condition cannot be read back"
+            scan.guards.append(op)
+            problem = _collect(block_ops(op.regions[0].blocks[0])[:-1], scan, "guard")
+            if problem:
+                return problem
+        elif op.name == "affine.for":
+            # A register sum (`s = X[u][v]; for r: s += ...; X[u][v] = s`), maybe over several
+            # nested loops (a convolution's kh and kw): one value carried, step 1, loads and
+            # arithmetic inside; or, in the body only, a loop that updates X in place, with
+            # what a body may hold inside.
+            if inside == "guard":
+                return "a loop inside a guard"
+            if not _step_one(op):
+                return "a loop in the body steps by more than 1"
+            if len(op.results) == 1:
+                within = "reduction"
+            elif len(op.results) == 0 and inside == "body":
+                within = "body"
+            else:
+                return "a loop in the body carries other than one value"
+            scan.body_loops.append(op)
+            problem = _collect(block_ops(op.regions[0].blocks[0])[:-1], scan, within)
+            if problem:
+                return problem
+        elif op.name == "arith.constant":
+            if not isinstance(op.results[0].type, ir.FloatType):
+                return "an integer constant in the body"
+        elif op.name not in _ELEMENTWISE:
+            return f"'{op.name}' in the body"
+    return None
+
+
 def match_contraction(inner: ir.Operation, fn: ir.Operation) -> Contraction | str:
-    """The contraction `inner` (an innermost `affine.for`) is the r loop of, or why not."""
-    mid = inner.parent
-    outer = mid.parent if mid is not None else None
-    if mid is None or outer is None or mid.name != "affine.for":
-        return "not three nested affine.for loops"
-    if outer.name != "affine.for" and not (
-        outer.name == "affine.parallel" and _simple_parallel(outer)
-    ):
-        return "not three nested affine.for loops"
-    if not _is_perfect_child(outer, mid):
-        return "not a perfect nest"
-    if len(inner.results) == 1:  # (u, v, r) with r a reduction carried in a register
-        if inner not in block_ops(mid.regions[0].blocks[0]):
-            return "not a perfect nest"
-        loops = [outer, mid, inner]
-        mid_ops = block_ops(mid.regions[0].blocks[0])[:-1]
-        at = mid_ops.index(inner)
-        prologue, epilogue = mid_ops[:at], mid_ops[at + 1 :]
-        r_body = block_ops(inner.regions[0].blocks[0])[:-1]
-        outside = [*prologue, *epilogue]
-        reduction: ir.Operation | None = inner
-    else:
-        if not _is_perfect_child(mid, inner):
-            return "not a perfect nest"
-        loops = [outer, mid, inner]
-        prologue, epilogue, outside = [], [], []
-        r_body = block_ops(inner.regions[0].blocks[0])[:-1]
-        reduction = None
-    if not all(_step_one(loop) for loop in loops):
+    """The contraction around `inner` (an innermost `affine.for`), or why not: the first that
+    `_match_at` finds with `inner` or one of the `affine.for` loops around it (innermost first,
+    those without results, at most `MAX_BODY_DEPTH`) as the innermost loop of the nest, the
+    loops below it being the body's. See the module docstring for what is matched."""
+    reason: str | None = None
+    tries = MAX_BODY_DEPTH
+    bottom: ir.Operation | None = inner
+    while bottom is not None and bottom.name == "affine.for" and tries > 0:
+        if len(bottom.results) == 0:
+            found = _match_at(bottom)
+            if not isinstance(found, str):
+                return found
+            reason = reason or found
+            tries -= 1
+        bottom = bottom.parent
+    return reason or "not in a loop nest"
+
+
+# How many loops without results around an innermost loop are tried as the nest's innermost
+# (each try reads the body below it): a convolution whose kh and kw update X in place needs 3.
+MAX_BODY_DEPTH = 4
+
+
+def _match_at(bottom: ir.Operation) -> Contraction | str:
+    """The contraction whose nest's innermost loop is `bottom`, or why not."""
+    if not _nest_loop(bottom):
         return "a loop has a step other than 1"
-    if any(len(loop.results) > 0 for loop in loops[: 2 if reduction is not None else 3]):
-        return "a loop carries values"
-    for loop in loops:
-        _, lower_operands, _, upper_operands = _bound_maps(loop)
-        if any(_defined_in(o, outer) for o in [*lower_operands, *upper_operands]):
-            return "a loop's bounds use another loop of the nest"
-    ivs = [_iv(loop) for loop in loops]
-    stores: list[ir.Operation] = []
-    loads: list[ir.Operation] = []
-    problem = _collect(r_body, stores, loads) or _collect(outside, stores, loads)
+    body = block_ops(bottom.regions[0].blocks[0])[:-1]
+    scan = _Scan()
+    problem = _collect(body, scan, "body")
     if problem:
         return problem
-    if reduction is not None and any(op.name in ("affine.store", "affine.if") for op in r_body):
-        return "the reduction loop stores or tests"
-    if not stores:
+    # The nest: perfectly nested loops of step 1 around the body, up to one whose value a
+    # bound below uses (a tile loop, or a triangle's outer loop).
+    loops = [bottom]
+    parent = bottom.parent
+    while parent is not None and _nest_loop(parent):
+        child = _only_child(parent)
+        if child is None or child != loops[0]:
+            break
+        iv = _iv(parent)
+        if any(iv in _bound_operands(loop) for loop in [*loops, *scan.body_loops]):
+            break
+        loops.insert(0, parent)
+        parent = parent.parent
+    for loop in scan.body_loops:
+        if any(_defined_in(o, bottom) for o in _bound_operands(loop)):
+            return "a reduction loop's bounds are computed in the nest"
+    if not scan.stores:
         return "nothing is stored"
-    target, access_map, access_operands = _access(stores[0])
-    for store in stores[1:]:
+    target, access_map, access_operands = _access(scan.stores[0])
+    for store in scan.stores[1:]:
         if _access(store) != (target, access_map, access_operands):
             return "stores to more than one element"
     element = ir.MemRefType(target.type).element_type
@@ -264,57 +378,159 @@ def match_contraction(inner: ir.Operation, fn: ir.Operation) -> Contraction | st
         return "the stored element is not f32 or f64"
     if not _identity_layout(target):
         return "the stored array has a strided layout"
-    roles = _roles(access_map, access_operands, ivs)
-    if roles is None or (reduction is not None and roles[2] != 2):
-        return "the stored element is not indexed by two loops (one in the last subscript)"
-    u, v, r = (loops[k] for k in roles)
-    if outer.name == "affine.parallel" and outer != u:
-        return "the parallel loop is not the row loop"
-    iv_u, iv_v = ivs[roles[0]], ivs[roles[1]]
-    # Only loads the r loop runs unconditionally may be read ahead into a panel.
-    unconditional = [op for op in r_body if op.name == "affine.load"]
-    panels: list[ir.Operation] = []
-    for load in loads:
+    if any(loop.results[0].type != element for loop in scan.body_loops if len(loop.results)):
+        return "a reduction loop carries another type"
+    if any(o != _iv(bottom) and _defined_in(o, bottom) for o in access_operands):
+        return "the stored element moves with a loop of the body"
+    ivs = [_iv(loop) for loop in loops]
+    outputs = _output_loops(access_map, access_operands, ivs)
+    if isinstance(outputs, str):
+        return outputs
+    v = loops[outputs[-1]]
+    reductions = [loop for k, loop in enumerate(loops) if k not in outputs]
+    if not reductions and not scan.body_loops:
+        return "nothing is reduced"
+    for load in scan.loads:
         memref, load_map, operands = _access(load)
         if memref == target:
             if (load_map, operands) != (access_map, access_operands):
                 return "the stored array is read at another element"
-            if reduction is not None and load in r_body:
+            if load in scan.reduction_loads:
                 return "the reduction loop reads the stored array"
             continue
         if may_alias(memref, target):
             return "a read array may alias the stored one"
         if ir.MemRefType(memref.type).element_type != element:
             return "a read has another element type"
-        if iv_v not in operands:
+    # Each other loop indexing X may be the row loop u: the one whose blocks load the least.
+    best: tuple[int, int, Contraction] | str = "no loop indexes the stored element's rows"
+    for k in outputs[:-1]:
+        candidate = _with_rows(
+            loops, loops[k], v, reductions, scan, body, (target, access_map, access_operands)
+        )
+        if isinstance(candidate, str):
+            best = candidate if isinstance(best, str) else best
             continue
-        if iv_u not in operands and load in unconditional:
-            panels.append(load)  # copied into a panel: any subscripts will do
-        elif not _contiguous(load, iv_v):
-            return "a read is not contiguous along the vector loop"
-    for op in [*r_body, *outside]:
-        if op.name == "affine.if" and any(o in (iv_u, iv_v) for o in op.operands):
+        cost = _block_loads(candidate, scan)
+        if isinstance(best, str) or cost <= best[0]:
+            best = (cost, k, candidate)  # ties: the innermost, which moves least
+    return best if isinstance(best, str) else best[2]
+
+
+def _output_loops(
+    access_map: ir.AffineMap, operands: Sequence[ir.Value], ivs: Sequence[ir.Value]
+) -> list[int] | str:
+    """The positions among the nest's loops (`ivs`) of those that index the stored element,
+    the one of the last subscript (v) last, or why the access is not one the rewrite takes:
+    every subscript must use at most one of them, as `iv + e` (e free of the nest's loops),
+    and each of them must occur in one subscript only, so that distinct iterations of them
+    store distinct elements; the last subscript must use one."""
+    n_dims = access_map.n_dims
+    results = list(access_map.results)
+    found: list[int] = []
+    for pos, expr in enumerate(results):
+        used = [k for k, iv in enumerate(ivs) if _uses_operand(expr, operands, n_dims, iv)]
+        if len(used) > 1:
+            return "a subscript of the stored element uses two loops"
+        if not used:
+            if pos == len(results) - 1:
+                return "the stored element's last subscript uses no loop of the nest"
+            continue
+        if used[0] in found or not _is_unit_plus_rest(expr, operands, n_dims, ivs[used[0]]):
+            return "a loop indexes the stored element other than once with coefficient 1"
+        found.append(used[0])
+    if len(found) < 2:
+        return "the stored element is not indexed by two loops (one in the last subscript)"
+    return [*sorted(found[:-1]), found[-1]]
+
+
+def _with_rows(
+    loops: list[ir.Operation],
+    u: ir.Operation,
+    v: ir.Operation,
+    reductions: list[ir.Operation],
+    scan: _Scan,
+    body: list[ir.Operation],
+    access: tuple[ir.Value, ir.AffineMap, list[ir.Value]],
+) -> Contraction | str:
+    """The contraction with `u` as its row loop, or why not: the nest cut to the loops from the
+    outermost of u, v and the reductions in, and each read of another array checked."""
+    target, access_map, access_operands = access
+    iv_u, iv_v = _iv(u), _iv(v)
+    top = min(loops.index(loop) for loop in [u, v, *reductions])
+    nest = loops[top:]
+    n_dims = access_map.n_dims
+    indexing = [
+        loop
+        for loop in nest
+        if any(_uses_operand(e, access_operands, n_dims, _iv(loop)) for e in access_map.results)
+    ]
+    others = [loop for loop in indexing if loop not in (u, v)]
+    parallel = [loop for loop in nest if loop.name == "affine.parallel"]
+    if len(parallel) > 1 or (parallel and parallel[0] not in indexing) or v in parallel:
+        return "the parallel loop is not a loop of rows"
+    for guard in scan.guards:
+        if any(o in (iv_u, iv_v) for o in guard.operands):
             return "a guard tests a vectorized loop"
-    return Contraction(
-        outer=outer,
+    contraction = Contraction(
+        outer=nest[0],
+        loops=nest,
         u=u,
         v=v,
-        r=r,
+        others=others,
+        reductions=reductions,
+        body_loops=scan.body_loops,
         target=target,
         access_map=access_map,
         access_operands=access_operands,
-        element=element,
-        body=r_body,
-        panels=panels,
-        reduction=reduction,
-        prologue=prologue,
-        epilogue=epilogue,
+        element=ir.MemRefType(target.type).element_type,
+        body=body,
+        parallel=parallel[0] if parallel else None,
     )
+    r = contraction.r
+    # Panels only where the nest is the plain three loops (one reduction, no other loop of X):
+    # a panel is packed once per nest instance. Only loads the r loop runs unconditionally may
+    # be read ahead into one.
+    unconditional: list[ir.Operation] = []
+    if r is not None and not others:
+        r_body = body if r in reductions else block_ops(r.regions[0].blocks[0])
+        unconditional = [op for op in r_body if op.name == "affine.load"]
+    slides = {_iv(loop) for loop in [*reductions, *scan.body_loops]}
+    for load in scan.loads:
+        memref, load_map, operands = _access(load)
+        if memref == target or iv_v not in operands:
+            continue
+        if iv_u not in operands and load in unconditional:
+            contraction.panels.append(load)  # copied into a panel: any subscripts will do
+        elif not _contiguous(load, iv_v):
+            return "a read is not contiguous along the vector loop"
+        else:
+            last = load_map.results[-1]
+            if any(_uses_operand(last, operands, load_map.n_dims, iv) for iv in slides):
+                contraction.convolution = True
+    return contraction
+
+
+def _block_loads(nest: Contraction, scan: _Scan) -> int:
+    """The loads (and broadcasts) one step of the reductions costs a block of 6 rows x 2
+    vectors: to choose the row loop, the one that shares most reads among the block."""
+    rows, vectors = 6, 2
+    iv_u, iv_v = _iv(nest.u), _iv(nest.v)
+    cost = 0
+    for load in scan.loads:
+        memref, _, operands = _access(load)
+        if memref == nest.target:
+            continue
+        by_row, by_col = iv_u in operands, iv_v in operands
+        cost += (rows if by_row else 1) * (vectors if by_col else 1)
+    return cost
 
 
 def _contiguous(load: ir.Operation, iv: ir.Value) -> bool:
     """Whether `load` reads consecutive elements for consecutive `iv`: `iv` only in its last
-    subscript, with coefficient 1, of an array laid out row-major."""
+    subscript, with coefficient 1, of an array laid out row-major. The rest of that subscript
+    may use any other value (a reduction loop's too: `w + kw`), so W lanes from `iv` read the
+    W elements that the W iterations from `iv` read."""
     memref, amap, operands = _access(load)
     if not _identity_layout(memref):
         return False
@@ -347,60 +563,6 @@ def _identity_layout(memref: ir.Value) -> bool:
     return amap == ir.AffineMap.get_identity(amap.n_dims)
 
 
-def _collect(
-    ops: Sequence[ir.Operation], stores: list[ir.Operation], loads: list[ir.Operation]
-) -> str | None:
-    """Sort `ops` (recursively through guards) into stores and loads; why not, if an op is of
-    a kind the rewrite does not handle."""
-    for op in ops:
-        if op.name == "affine.store":
-            stores.append(op)
-        elif op.name == "affine.load":
-            loads.append(op)
-        elif op.name == "affine.if":
-            if len(op.regions[1].blocks) > 0 or len(op.results) > 0:
-                return "a guard has an else branch or results"
-            try:
-                affine_if_condition(op)
-            except Exception:
-                return "a guard's condition cannot be read back"
-            problem = _collect(block_ops(op.regions[0].blocks[0])[:-1], stores, loads)
-            if problem:
-                return problem
-        elif op.name == "arith.constant":
-            if not isinstance(op.results[0].type, ir.FloatType):
-                return "an integer constant in the body"
-        elif op.name not in _ELEMENTWISE:
-            return f"'{op.name}' in the body"
-    return None
-
-
-def _roles(
-    access_map: ir.AffineMap, operands: Sequence[ir.Value], ivs: Sequence[ir.Value]
-) -> tuple[int, int, int] | None:
-    """(u, v, r) positions among the nest's loops for the store access, or None."""
-    n_dims = access_map.n_dims
-    results = list(access_map.results)
-    used = [
-        [k for k, iv in enumerate(ivs) if _uses_operand(expr, operands, n_dims, iv)]
-        for expr in results
-    ]
-    last = used[-1]
-    if len(last) != 1:
-        return None
-    v = last[0]
-    if not _is_unit_plus_rest(results[-1], operands, n_dims, ivs[v]):
-        return None
-    u_results = [k for k, names in enumerate(used[:-1]) if names]
-    if len(u_results) != 1 or len(used[u_results[0]]) != 1:
-        return None
-    u = used[u_results[0]][0]
-    if u == v or not _is_unit_plus_rest(results[u_results[0]], operands, n_dims, ivs[u]):
-        return None
-    r = 3 - u - v
-    return u, v, r
-
-
 # ----- emission
 
 
@@ -411,6 +573,7 @@ class _Block:
     rows: list[ir.Value]  # u for each row
     cols: list[ir.Value]  # v of each column's first lane
     width: int  # lanes per column (1: scalars)
+    full: bool = False  # MR-or-fewer rows x NR vectors of W lanes: reads the panels
 
 
 class _Emitter:
@@ -425,6 +588,13 @@ class _Emitter:
         self.window: tuple[ir.Operation, ir.Value, ir.Value] | None = None
         self.loc = nest.outer.location
         self.index = ir.IndexType.get()
+        # The new value of each loop of the nest outside the blocks (`others`), as emitted.
+        self.ivs: dict[ir.Value, ir.Value] = {}
+        self.bounds: dict[ir.Operation, tuple[ir.Value, ir.Value]] = {}
+        self.panels: dict[Any, ir.Value] = {}
+        self.parallel_loop: ir.Operation | None = None  # the loop emitted as `scf.parallel`
+        # Every induction variable of the nest and its body: each must be mapped when used.
+        self.nest_ivs = {_iv(loop) for loop in [*nest.loops, *nest.body_loops]}
 
     # -- small builders
     def const(self, value: int) -> ir.Value:
@@ -485,39 +655,87 @@ class _Emitter:
     def emit(self) -> None:
         nest = self.nest
         with ir.InsertionPoint(nest.outer), self.loc:
-            lu, uu = self.bound(nest.u, "lower"), self.bound(nest.u, "upper")
-            lv, uv = self.bound(nest.v, "lower"), self.bound(nest.v, "upper")
-            lr, ur = self.bound(nest.r, "lower"), self.bound(nest.r, "upper")
-            self.r_bounds = (lr, ur)
-            # Nothing runs (and nothing may be read) unless all three ranges are nonempty.
+            for loop in [*nest.loops, *nest.body_loops]:
+                self.bounds[loop] = (self.bound(loop, "lower"), self.bound(loop, "upper"))
+            # Nothing runs (and nothing may be read) unless every loop of the nest runs.
             nonempty = self._all(
                 [
                     arith.CmpIOp(arith.CmpIPredicate.slt, lo, hi, loc=self.loc).result
-                    for lo, hi in ((lu, uu), (lv, uv), (lr, ur))
+                    for lo, hi in (self.bounds[loop] for loop in nest.loops)
                 ]
             )
             guard = scf.IfOp(nonempty, loc=self.loc)
             with ir.InsertionPoint(guard.then_block):
-                u_full = self.full_end(lu, uu, self.mr)
-                v_full = self.full_end(lv, uv, self.nr * self.width)
-                self.lv = lv
-                self.window = self._guard_window()
-                self.panels = self._pack_panels(lv, v_full)
-
-                def row_blocks(u0: ir.Value) -> None:
-                    rows = [self._offset(u0, k) for k in range(self.mr)]
-                    self._columns(rows, lv, v_full, uv)
-
-                def single_rows(u: ir.Value) -> None:
-                    self._columns([u], lv, v_full, uv)
-
-                parallel = nest.u.name == "affine.parallel"
-                self.loop(lu, u_full, self.mr, row_blocks, parallel=parallel)
-                self.loop(u_full, uu, 1, single_rows)
-                for buffer in self.panels.values():
-                    ir.Operation.create("memref.dealloc", operands=[buffer], loc=self.loc)
+                self._emit_blocks()
                 scf.YieldOp([], loc=self.loc)
         nest.outer.erase()
+
+    def _emit_blocks(self) -> None:
+        nest = self.nest
+        lu, uu = self.bounds[nest.u]
+        lv, uv = self.bounds[nest.v]
+        self.lv = lv
+        self.window = self._guard_window()
+        if nest.panels and self.width > 1:
+            self.panels = self._pack_panels(lv, self.full_end(lv, uv, self.nr * self.width))
+        # The other loops of X run outside the blocks (each (u, v) block owns its elements
+        # for each of their values, so any order of them is the same). The nest's parallel loop
+        # stays parallel; if it is u and there are others, the outermost of those is instead:
+        # a convolution's image rows share out evenly, its 64 output channels in 10 blocks of
+        # 6 and a block of 4 do not.
+        self.parallel_loop = nest.parallel
+        if nest.parallel is not None and nest.parallel == nest.u and nest.others:
+            self.parallel_loop = nest.others[0]
+
+        def row_block(u0: ir.Value, count: int) -> None:
+            rows = [self._offset(u0, k) for k in range(count)]
+            self._columns(rows, lv, uv)
+
+        def all_rows() -> None:
+            start = lu
+            for count in self._row_counts():
+                end = self.full_end(start, uu, count) if count > 1 else uu
+                # The parallel loop, if u, shares out the full blocks; the few rows left run
+                # after them.
+                parallel = count == self.mr and self._is_parallel(nest.u)
+                self.loop(start, end, count, partial(row_block, count=count), parallel=parallel)
+                start = end
+
+        self._around(nest.others, all_rows)
+        for buffer in self.panels.values():
+            ir.Operation.create("memref.dealloc", operands=[buffer], loc=self.loc)
+
+    def _row_counts(self) -> list[int]:
+        """Rows of the row blocks, most first: MR, then the powers of two below it (each runs at
+        most once), so that rows that are no multiple of MR (a convolution's 64 output
+        channels: 10 x 6 + 4) run in a block or two rather than one by one."""
+        counts = [self.mr]
+        count = 1 << (self.mr.bit_length() - 1)
+        if count == self.mr:
+            count //= 2
+        while count >= 1:
+            counts.append(count)
+            count //= 2
+        return counts
+
+    def _around(self, loops: list[ir.Operation], inner: Callable[[], None]) -> None:
+        """`inner` inside loops over the ranges of `loops` (nest loops outside the blocks), in
+        order; `parallel_loop` among them runs in parallel."""
+        if not loops:
+            inner()
+            return
+        loop, rest = loops[0], loops[1:]
+        lower, upper = self.bounds[loop]
+
+        def body(value: ir.Value) -> None:
+            self.ivs[_iv(loop)] = value
+            self._around(rest, inner)
+            del self.ivs[_iv(loop)]
+
+        self.loop(lower, upper, 1, body, parallel=self._is_parallel(loop))
+
+    def _is_parallel(self, loop: ir.Operation) -> bool:
+        return self.parallel_loop is not None and self.parallel_loop == loop
 
     def _all(self, tests: list[ir.Value]) -> ir.Value:
         result = tests[0]
@@ -526,18 +744,20 @@ class _Emitter:
         return result
 
     def _pack_panels(self, lv: ir.Value, v_full: ir.Value) -> dict[Any, ir.Value]:
-        """A panel per load of `nest.panels`: its values over the vector blocks' columns and
-        all of r, laid out [column block][r - lower][NR·W] so that a block reads it in order."""
+        """A panel per load of `nest.panels`: its values over the full vector blocks' columns
+        and all of r, laid out [column block][r - lower][NR·W] so that a block reads it in
+        order. (Panels exist only for nests without `others` and with one reduction loop r.)"""
         nest = self.nest
-        if not nest.panels or self.width == 1:
-            return {}
-        lr, ur = self.r_bounds
+        r = nest.r
+        assert r is not None and not nest.others
+        lr, ur = self.bounds[r]
         span = self.nr * self.width
         d0, d1 = ir.AffineDimExpr.get(0), ir.AffineDimExpr.get(1)
         blocks = self.apply(
             ir.AffineFloorDivExpr.get(d1 - d0, ir.AffineConstantExpr.get(span)), 2, 0, [lv, v_full]
         )
-        depth = self.apply(d1 - d0, 2, 0, [lr, ur])
+        # (r is a register loop's or the nest's; only the nest's loops are known to run)
+        depth = self.minmax("affine.max", ir.AffineMap.get(2, 0, [d1 - d0, d1 * 0]), [lr, ur])
         panel_type = ir.MemRefType.get(
             [ir.ShapedType.get_dynamic_size()] * 2 + [span], nest.element
         )
@@ -570,8 +790,7 @@ class _Emitter:
                         for first in lanes:
                             v = self._offset(v0, first)
                             mapped = [
-                                v if o == _iv(nest.v) else k if o == _iv(nest.r) else o
-                                for o in operands
+                                v if o == _iv(nest.v) else k if o == _iv(r) else o for o in operands
                             ]
                             indices = [
                                 self.apply(e, amap.n_dims, amap.n_symbols, mapped)
@@ -591,18 +810,44 @@ class _Emitter:
             return base
         return arith.AddIOp(base, self.const(offset), loc=self.loc).result
 
-    def _columns(self, rows: list[ir.Value], lv: ir.Value, v_full: ir.Value, uv: ir.Value) -> None:
-        step = self.nr * self.width
+    def _column_shapes(self) -> list[tuple[int, int]]:
+        """(vectors, lanes) of the column blocks, widest first: NR vectors of W lanes, then
+        single vectors of W, W/2, ... down to 128 bits (each runs at most once), so that a
+        width that is no multiple of NR·W (a convolution's 56 output columns: 32 + 16 + 8)
+        leaves at most a few scalar columns. Only NR x W when a panel read is not contiguous
+        along v (it could not be read as a vector from the array)."""
+        shapes = [(self.nr, self.width)]
+        if any(not _contiguous(load, _iv(self.nest.v)) for load in self.nest.panels):
+            return shapes
+        bits = 32 if isinstance(self.nest.element, ir.F32Type) else 64
+        width = self.width
+        if self.nr > 1 and width > 1:
+            shapes.append((1, width))
+        while width // 2 >= 2 and (width // 2) * bits >= 128:
+            width //= 2
+            shapes.append((1, width))
+        return shapes
 
-        def vector_block(v0: ir.Value) -> None:
-            cols = [self._offset(v0, c * self.width) for c in range(self.nr)]
-            self._block(_Block(rows, cols, self.width))
+    def _columns(self, rows: list[ir.Value], lv: ir.Value, uv: ir.Value) -> None:
+        start = lv
+        for count, width in self._column_shapes():
+            step = count * width
+            end = self.full_end(start, uv, step)
+            full = count == self.nr and width == self.width and width > 1
+
+            def vector_block(
+                v0: ir.Value, count: int = count, width: int = width, full: bool = full
+            ) -> None:
+                cols = [self._offset(v0, c * width) for c in range(count)]
+                self._block(_Block(rows, cols, width, full))
+
+            self.loop(start, end, step, vector_block)
+            start = end
 
         def scalar_block(v: ir.Value) -> None:
             self._block(_Block(rows, [v], 1))
 
-        self.loop(lv, v_full, step, vector_block)
-        self.loop(v_full, uv, 1, scalar_block)
+        self.loop(start, uv, 1, scalar_block)
 
     # -- one register block
     def _type(self, width: int) -> ir.Type:
@@ -610,8 +855,8 @@ class _Emitter:
             return self.nest.element
         return ir.VectorType.get([width], self.nest.element)
 
-    def _target_indices(self, block: _Block, r: int, c: int, k: ir.Value | None) -> list[ir.Value]:
-        return self._indices(self.nest.access_map, self.nest.access_operands, block, r, c, k)
+    def _target_indices(self, block: _Block, r: int, c: int) -> list[ir.Value]:
+        return self._indices(self.nest.access_map, self.nest.access_operands, block, r, c, self.ivs)
 
     def _indices(
         self,
@@ -620,8 +865,10 @@ class _Emitter:
         block: _Block,
         r: int | None,
         c: int | None,
-        k: ir.Value | None,
+        ivs: dict[ir.Value, ir.Value],
     ) -> list[ir.Value]:
+        """`amap`'s results over `operands`, with u and v at the block's row r and column c,
+        and every other loop of the nest at its value in `ivs`."""
         nest = self.nest
         mapped = []
         for operand in operands:
@@ -631,9 +878,8 @@ class _Emitter:
             elif operand == _iv(nest.v):
                 assert c is not None
                 mapped.append(block.cols[c])
-            elif operand == _iv(nest.r):
-                assert k is not None
-                mapped.append(k)
+            elif operand in self.nest_ivs:
+                mapped.append(ivs[operand])  # a KeyError here is a bug, and fails the pass
             else:
                 mapped.append(operand)
         return [self.apply(e, amap.n_dims, amap.n_symbols, mapped) for e in amap.results]
@@ -642,34 +888,37 @@ class _Emitter:
         nest = self.nest
         keys = [(r, c) for r in range(len(block.rows)) for c in range(len(block.cols))]
         current = {
-            (r, c): self._load(nest.target, self._target_indices(block, r, c, None), block.width)
+            (r, c): self._load(nest.target, self._target_indices(block, r, c), block.width)
             for r, c in keys
         }
         body = _Body(self, block, current)
-        body.run(nest.prologue)
-        lr, ur = self.r_bounds
-        if nest.reduction is not None:
-            body.reduce(nest.reduction, lr, ur)
-        elif self.window is None:
-            body.carry(lr, ur, skip=None)
+        if self.window is None:
+            body.carry(list(nest.reductions), skip=None)
         else:
             # The guard holds only for r in [first, last): outside, its test is known false.
             guard, first, last = self.window
-            body.carry(lr, first, skip=guard)
-            body.carry(first, last, skip=None)
-            body.carry(last, ur, skip=guard)
-        body.run(nest.epilogue)
+            (r,) = nest.reductions
+            lr, ur = self.bounds[r]
+            body.carry([r], skip=guard, lower=lr, upper=first)
+            body.carry([r], skip=None, lower=first, upper=last)
+            body.carry([r], skip=guard, lower=last, upper=ur)
         for (r, c), value in body.current.items():
-            self._store(value, nest.target, self._target_indices(block, r, c, None), block.width)
+            self._store(value, nest.target, self._target_indices(block, r, c), block.width)
 
     def _guard_window(self) -> tuple[ir.Operation, ir.Value, ir.Value] | None:
-        """For the one guard that tests r (if there is exactly one, each constraint of the form
-        ±r + e): the guard and the clamped range [first, last) of r where it can hold."""
-        iv_r = _iv(self.nest.r)
+        """For the one guard that tests the nest's one reduction loop r (if there is exactly
+        one, each constraint of the form ±r + e, e over values from outside the nest): the guard
+        and the clamped range [first, last) of r where it can hold."""
+        if len(self.nest.reductions) != 1:
+            return None
+        (r,) = self.nest.reductions
+        iv_r = _iv(r)
         guards = [op for op in self.nest.body if op.name == "affine.if" and iv_r in op.operands]
         if len(guards) != 1:
             return None
         guard = guards[0]
+        if any(o != iv_r and o in self.nest_ivs for o in guard.operands):
+            return None
         exprs, equalities, n_dims = affine_if_condition(guard)
         operands = list(guard.operands)
         lows: list[ir.AffineExpr] = []
@@ -688,10 +937,10 @@ class _Emitter:
                 highs.append(rest if sign == -1 else rest * -1)
         if not lows and not highs:
             return None
-        lr = self.r_bounds[0]
+        lr, ur = self.bounds[r]
         mapped = [lr if o == iv_r else o for o in operands]  # r does not occur in the bounds
-        first = self._clamp(lows, "affine.max", mapped, n_dims, 0)
-        last = self._clamp(highs, "affine.min", mapped, n_dims, 1)
+        first = self._clamp(lows, "affine.max", mapped, n_dims, 0, (lr, ur))
+        last = self._clamp(highs, "affine.min", mapped, n_dims, 1, (lr, ur))
         last = self.minmax("affine.max", _pair_map(), [first, last])
         return guard, first, last
 
@@ -702,10 +951,11 @@ class _Emitter:
         operands: list[ir.Value],
         n_dims: int,
         shift: int,
+        r_bounds: tuple[ir.Value, ir.Value],
     ) -> ir.Value:
         """`kind` (affine.max or affine.min) of `exprs` + shift over `operands`, clamped into
         [lr, ur]; lr (shift 0) or ur (shift 1) without exprs."""
-        lr, ur = self.r_bounds
+        lr, ur = r_bounds
         if not exprs:
             return lr if shift == 0 else ur
         amap = ir.AffineMap.get(n_dims, len(operands) - n_dims, [e + shift for e in exprs])
@@ -737,51 +987,90 @@ Lanes = dict[tuple[int | None, int | None], ir.Value]
 
 
 class _Body:
-    """The innermost body of the nest, re-emitted for one register block and one k: each
-    original value becomes a value per (row, column) it depends on (None: does not vary)."""
+    """The innermost body of the nest, re-emitted for one register block and one iteration of
+    the reductions: each original value becomes a value per (row, column) it depends on (None:
+    does not vary)."""
 
     def __init__(
         self, emitter: _Emitter, block: _Block, current: dict[tuple[int, int], ir.Value]
     ) -> None:
         self.e = emitter
         self.block = block
-        self.k: ir.Value | None = None  # r's value, inside an r loop
+        self.ivs = dict(emitter.ivs)  # the nest's loops' values here (not u and v)
         self.skip: ir.Operation | None = None  # a guard known false in this r loop
         self.current = current  # the value of X's element for each (row, column)
         self.values: dict[Any, Lanes] = {}
         self.broadcasts: dict[Any, ir.Value] = {}
 
-    def carry(self, lower: ir.Value, upper: ir.Value, *, skip: ir.Operation | None) -> None:
-        """The perfect nest's r loop over [lower, upper), X's elements carried in registers;
-        the guard `skip` is left out."""
-        keys = list(self.current)
-        loop = scf.ForOp(lower, upper, self.e.const(1), [self.current[k] for k in keys])
-        saved = dict(self.broadcasts)
-        with ir.InsertionPoint(loop.body):
-            self.k, self.skip = loop.induction_variable, skip
-            self.current = dict(zip(keys, loop.inner_iter_args, strict=True))
+    def carry(
+        self,
+        loops: list[ir.Operation],
+        *,
+        skip: ir.Operation | None,
+        lower: ir.Value | None = None,
+        upper: ir.Value | None = None,
+    ) -> None:
+        """The nest's reduction loops `loops` (outermost first; the first over [lower, upper)
+        when given) around the body, X's elements carried in registers; the guard `skip` is
+        left out. No loops: the body once."""
+        if not loops:
+            self.skip = skip
             self.run(self.e.nest.body)
+            self.skip = None
+            return
+        loop, rest = loops[0], loops[1:]
+        lo, hi = self.e.bounds[loop]
+        keys = list(self.current)
+        new = scf.ForOp(
+            lower if lower is not None else lo,
+            upper if upper is not None else hi,
+            self.e.const(1),
+            [self.current[k] for k in keys],
+        )
+        saved = dict(self.broadcasts)
+        with ir.InsertionPoint(new.body):
+            self.ivs[_iv(loop)] = new.induction_variable
+            self.current = dict(zip(keys, new.inner_iter_args, strict=True))
+            self.carry(rest, skip=skip)
             scf.YieldOp([self.current[k] for k in keys], loc=self.e.loc)
-        self.k, self.skip, self.broadcasts = None, None, saved
-        self.current = dict(zip(keys, loop.results, strict=True))
+        del self.ivs[_iv(loop)]
+        self.broadcasts = saved  # values made in the loop do not dominate what follows
+        self.current = dict(zip(keys, new.results, strict=True))
 
-    def reduce(self, reduction: ir.Operation, lower: ir.Value, upper: ir.Value) -> None:
-        """The (u, v, r) form's r loop: its register sum becomes one per (row, column)."""
+    def reduce(self, reduction: ir.Operation) -> None:
+        """A register loop of the body: its sum becomes one per (row, column) of the block."""
         keys = list(self.current)
         block = reduction.regions[0].blocks[0]
         start = self._lanes(reduction.operands[len(reduction.operands) - 1])
+        lower, upper = self.e.bounds[reduction]
         loop = scf.ForOp(
             lower, upper, self.e.const(1), [self._at(start, r, c, True) for r, c in keys]
         )
         saved = dict(self.broadcasts)
         with ir.InsertionPoint(loop.body):
-            self.k = loop.induction_variable
+            self.ivs[_iv(reduction)] = loop.induction_variable
             self.values[block.arguments[1]] = dict(zip(keys, loop.inner_iter_args, strict=True))
-            self.run(self.e.nest.body)
+            self.run(block_ops(block)[:-1])
             yielded = self._lanes(block_ops(block)[-1].operands[0])
             scf.YieldOp([self._at(yielded, r, c, True) for r, c in keys], loc=self.e.loc)
-        self.k, self.broadcasts = None, saved
+        del self.ivs[_iv(reduction)]
+        self.broadcasts = saved
         self.values[reduction.results[0]] = dict(zip(keys, loop.results, strict=True))
+
+    def in_place(self, loop: ir.Operation) -> None:
+        """A loop of the body that updates X in place: X's elements carried in registers."""
+        keys = list(self.current)
+        lower, upper = self.e.bounds[loop]
+        new = scf.ForOp(lower, upper, self.e.const(1), [self.current[k] for k in keys])
+        saved = dict(self.broadcasts)
+        with ir.InsertionPoint(new.body):
+            self.ivs[_iv(loop)] = new.induction_variable
+            self.current = dict(zip(keys, new.inner_iter_args, strict=True))
+            self.run(block_ops(loop.regions[0].blocks[0])[:-1])
+            scf.YieldOp([self.current[k] for k in keys], loc=self.e.loc)
+        del self.ivs[_iv(loop)]
+        self.broadcasts = saved
+        self.current = dict(zip(keys, new.results, strict=True))
 
     def run(self, ops: Sequence[ir.Operation]) -> None:
         for op in ops:
@@ -831,14 +1120,14 @@ class _Body:
                 return
             by_row = _iv(nest.u) in operands
             by_col = _iv(nest.v) in operands
-            panel = self.e.panels.get(op) if self.block.width > 1 else None
+            panel = self.e.panels.get(op) if self.block.full else None
             if panel is not None:
                 self.values[op.results[0]] = self._panel_lanes(panel)
                 return
             width = self.block.width if by_col else 1
             lanes: Lanes = {}
             for r, c in self._keys(by_row, by_col):
-                indices = self.e._indices(amap, operands, self.block, r, c, self.k)
+                indices = self.e._indices(amap, operands, self.block, r, c, self.ivs)
                 lanes[(r, c)] = self.e._load(memref, indices, width)
             self.values[op.results[0]] = lanes
         elif op.name == "affine.store":
@@ -848,6 +1137,10 @@ class _Body:
         elif op.name == "affine.if":
             if self.skip is None or op != self.skip:
                 self._guard(op)
+        elif op.name == "affine.for" and len(op.results) == 1:
+            self.reduce(op)
+        elif op.name == "affine.for":
+            self.in_place(op)
         elif op.name == "arith.constant":
             self.values[op.results[0]] = {(None, None): op.clone().results[0]}
         else:
@@ -855,6 +1148,8 @@ class _Body:
 
     def _panel_lanes(self, panel: ir.Value) -> Lanes:
         e = self.e
+        r = e.nest.r
+        assert r is not None
         d0, d1 = ir.AffineDimExpr.get(0), ir.AffineDimExpr.get(1)
         span = e.nr * e.width
         block = e.apply(
@@ -863,7 +1158,7 @@ class _Body:
             0,
             [self.block.cols[0], e.lv],
         )
-        row = e.apply(d0 - d1, 2, 0, [self.k, e.r_bounds[0]])
+        row = e.apply(d0 - d1, 2, 0, [self.ivs[_iv(r)], e.bounds[r][0]])
         return {
             (None, c): e._load(panel, [block, row, e.const(c * e.width)], e.width)
             for c in range(len(self.block.cols))
@@ -895,7 +1190,7 @@ class _Body:
 
     def _guard(self, op: ir.Operation) -> None:
         exprs, equalities, n_dims = affine_if_condition(op)
-        mapped = [self.k if o == _iv(self.e.nest.r) else o for o in op.operands]
+        mapped = [self.ivs[o] if o in self.e.nest_ivs else o for o in op.operands]
         n_symbols = len(mapped) - n_dims
         test: ir.Value | None = None
         for expr, is_eq in zip(exprs, equalities, strict=True):
@@ -921,6 +1216,32 @@ class _Body:
         self.current = dict(zip(keys, branch.results, strict=True))
 
 
+def _innermost_loops(fn: ir.Operation) -> list[ir.Operation]:
+    """The `affine.for` loops of `fn` with no loop inside."""
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "affine.for" and not any(
+            o.name in ("affine.for", "affine.parallel", "scf.for")
+            for o in block_ops(op.regions[0].blocks[0])
+        ):
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit)
+    return found
+
+
+def _within(op: ir.Operation, ancestor: ir.Operation) -> bool:
+    """Whether `op` is `ancestor` or nested in it."""
+    current: ir.Operation | None = op
+    while current is not None:
+        if current == ancestor:
+            return True
+        current = current.parent
+    return False
+
+
 def vectorize_contractions(
     fn: ir.Operation,
     *,
@@ -932,43 +1253,40 @@ def vectorize_contractions(
     """Rewrite every contraction nest of `fn` (see the module docstring) into register blocks;
     returns how many were rewritten, and says so in remarks on `fn` (the compile report's).
     Other code is untouched."""
-    inner_loops: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if (
-            op.name == "affine.for"
-            and _perfect_child(op) is None
-            and not any(
-                o.name in ("affine.for", "affine.parallel", "scf.for")
-                for o in block_ops(op.regions[0].blocks[0])
-            )
-        ):
-            inner_loops.append(op)
-        return ir.WalkResult.ADVANCE
-
-    fn.walk(visit)
-    count = 0
-    said: list[Remark] = []  # for the compile report
-    for inner in inner_loops:
+    # All nests are found before any is rewritten: a nest with several innermost loops (two
+    # register sums) is found once per loop, and the rewrite erases them all.
+    nests: list[Contraction] = []
+    for inner in _innermost_loops(fn):
         nest = match_contraction(inner, fn)
         if isinstance(nest, str):
             continue
+        if not any(_within(nest.outer, n.outer) or _within(n.outer, nest.outer) for n in nests):
+            nests.append(nest)
+    said: list[Remark] = []  # for the compile report
+    for nest in nests:
         width = vector_bits // (32 if isinstance(nest.element, ir.F32Type) else 64)
+        kind = "convolution" if nest.convolution else "contraction"
         said.append(
             remark_at(
                 nest.outer.location,
                 "schedule",
                 "micro-kernel",
                 "remark",
-                f"contraction computed in register blocks of {rows} rows x {vectors} vectors "
+                f"{kind} computed in register blocks of {rows} rows x {vectors} vectors "
                 f"of {width} {nest.element}",
-                {"rows": rows, "vectors": vectors, "lanes": width, "element": str(nest.element)},
+                {
+                    "rows": rows,
+                    "vectors": vectors,
+                    "lanes": width,
+                    "element": str(nest.element),
+                    "convolution": nest.convolution,
+                    "reduction_loops": len(nest.reductions) + len(nest.body_loops),
+                },
             )
         )
         _Emitter(nest, rows=rows, vectors=vectors, width=width, contract=contract).emit()
-        count += 1
     attach_remarks(fn, said)
-    return count
+    return len(nests)
 
 
 @dataclass(frozen=True)

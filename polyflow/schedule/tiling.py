@@ -23,7 +23,9 @@ array_shapes=None)`:
       runs once and disappears from the generated code); a band with only such members is not
       tiled. With micro-kernels on (and no sizes given), a band holding a rectangular
       contraction `X[u][v] += A[u][r]·B[r][v]` gets sizes by role instead (many rows, 64
-      columns, 1 KiB of depth: `Options.contraction_tile_*`), column tiles outermost.
+      columns, 1 KiB of depth: `Options.contraction_tile_*`), column tiles outermost; so does
+      a convolution `out[n][k][h][w] += in[n][c][h + i][w + j]·wt[k][c][i][j]` (rows k,
+      columns w, depth c), whose other members (n, h) are left whole.
     * `options.tile_second_level`: the tile band is tiled again by `SECOND_LEVEL_FACTOR` tiles per
       dimension (L2/L3 blocking), giving outer tiles → tiles → points.
     * `accesses` (each statement's access relations, one single-valued map per access, row-major
@@ -360,24 +362,40 @@ def _wants_contraction_tiles(options: Options) -> bool:
 
 
 def _contraction_sizes(
-    sizes: Sequence[int], roles: tuple[int, int, int], element_bytes: int, options: Options
+    sizes: Sequence[int], roles: ContractionRoles, element_bytes: int, options: Options
 ) -> tuple[int, ...]:
     """`sizes` with the contraction's members (`roles`: rows, columns, depth) sized for the
-    micro-kernels (`options.contraction_tile_*`)."""
+    micro-kernels (`options.contraction_tile_*`), and its other output members (a
+    convolution's batch and image rows) left whole: the micro-kernel runs its register blocks
+    inside their loops, which gain nothing from tiles (TC conv2d 8x64x56x56, one thread: tiles
+    of 32 in every member 24 ms, none 19 ms; of image rows alone, within the noise)."""
     depth = max(options.contraction_tile_depth_bytes // max(element_bytes, 1), MIN_TILE_SIZE)
     wanted = list(sizes)
     rows, columns = options.contraction_tile_rows, options.contraction_tile_columns
-    for size, member in zip((rows, columns, depth), roles, strict=True):
+    for size, member in zip((rows, columns, depth), roles[:3], strict=True):
         wanted[member] = size
+    for member in roles[3]:
+        wanted[member] = WHOLE_MEMBER
     return tuple(wanted)
+
+
+# A tile size no loop reaches: the member's tile loop runs once (and disappears from the code
+# when its range is known, see `_fitted_sizes`).
+WHOLE_MEMBER = 1 << 30
+
+# The band members of a contraction: rows u, columns v, depth r, and the other members the
+# stored element depends on (none for a matrix product; a convolution's n and h).
+ContractionRoles = tuple[int, int, int, tuple[int, ...]]
 
 
 def _contraction_roles(
     node: isl.ScheduleNode, strides: _AccessStrides | None
-) -> tuple[int, int, int] | None:
-    """The band members (rows u, columns v, depth r) of a contraction statement under the band:
-    it accesses X depending on exactly u and v (contiguous along v), A on u and r, B on r and v,
-    and nothing else moving with the band's members; None when no statement is one."""
+) -> ContractionRoles | None:
+    """The band members (rows u, columns v, depth r, others O) of a contraction statement under
+    the band: it accesses X depending on exactly u, v and O (contiguous along v), A on u, r and
+    some of O, B on r, v and some of O, and nothing else moving with the band's members; None
+    when no statement is one. (A matrix product has no O; a convolution `out(n, k, h, w) +=
+    in(n, c, h + kh, w + kw) * weight(k, c, kh, kw)` has u = k, v = w, r = c and O = {n, h}.)"""
     iterators = _member_iterators(node)
     if iterators is None or strides is None:
         return None
@@ -394,21 +412,50 @@ def _contraction_roles(
             if domain is None or not _rectangular(domain, (row, column, depth)):
                 continue  # triangular nests (syrk, covariance): the micro-kernels refuse them
             band_its = {it for it in by_member if it is not None}
-            found = {"X": False, "A": False, "B": False}
-            fits = True
-            for _array, function in strides.of(statement):
-                moving = {it for it in band_its if _reuse_along(function, it) != "temporal"}
-                if moving == {row, column} and _reuse_along(function, column) == "spatial":
-                    found["X"] = True
-                elif moving == {row, depth}:
-                    found["A"] = True
-                elif moving == {depth, column}:
-                    found["B"] = True
-                elif moving and moving != {row, column}:
-                    fits = False  # (a scalar, such as a register sum, moves with none)
-            if fits and all(found.values()):
-                return u, v, r
+            accesses = [
+                {it for it in band_its if _reuse_along(function, it) != "temporal"}
+                for _array, function in strides.of(statement)
+            ]
+            # X's candidates: contiguous along v, moving with u and v but not r
+            spatial = [
+                _reuse_along(function, column) == "spatial"
+                for _array, function in strides.of(statement)
+            ]
+            candidates = {
+                frozenset(moving)
+                for moving, along in zip(accesses, spatial, strict=True)
+                if along and {row, column} <= moving and depth not in moving
+            }
+            for outputs in sorted(candidates, key=sorted):
+                others = outputs - {row, column}
+                if _contraction_fits(accesses, spatial, outputs, (row, column, depth), others):
+                    members = tuple(m for m, it in enumerate(by_member) if it in others)
+                    return u, v, r, members
     return None
+
+
+def _contraction_fits(
+    accesses: Sequence[set[int]],
+    spatial: Sequence[bool],
+    outputs: frozenset[int],
+    roles: tuple[int, int, int],
+    others: frozenset[int],
+) -> bool:
+    """Whether `accesses` (the iterators each moves with) are X (moving with `outputs`,
+    contiguous along the columns), A (rows, depth, some others), B (depth, columns, some
+    others), each at least once, and scalars (a register sum moves with none)."""
+    row, column, depth = roles
+    found = {"X": False, "A": False, "B": False}
+    for moving, along in zip(accesses, spatial, strict=True):
+        if moving == outputs and along:
+            found["X"] = True
+        elif {row, depth} <= moving <= {row, depth} | others:
+            found["A"] = True
+        elif {depth, column} <= moving <= {depth, column} | others:
+            found["B"] = True
+        elif moving and moving != outputs:
+            return False
+    return all(found.values())
 
 
 def _rectangular(domain: isl.Set, iterators: Sequence[int]) -> bool:

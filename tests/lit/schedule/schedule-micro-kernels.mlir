@@ -1,5 +1,6 @@
 // schedule-micro-kernels: contraction nests → register blocks of MR rows × NR vectors, kept in
-// registers across the reduction loop, with scalar edges; B-like reads come from a panel.
+// registers across the reduction loops, with narrower edge blocks; B-like reads come from a
+// panel; convolutions read their input as vectors at w + kw.
 // RUN: polyflow-opt --pass 'schedule-micro-kernels,canonicalize,cse' %s | filecheck %s
 // RUN: polyflow-opt --pass 'schedule-micro-kernels{rows=2 vectors=1 vector_bits=128 contract=false},canonicalize,cse' %s | filecheck %s --check-prefix=SMALL
 
@@ -20,11 +21,18 @@
 // CHECK:      arith.mulf {{.*}} fastmath<contract> : vector<4xf64>
 // CHECK:      arith.addf {{.*}} fastmath<contract> : vector<4xf64>
 // CHECK-COUNT-12: vector.store {{.*}}, %arg0
-// The scalar edge columns (56 to 61) and rows (48 to 50) read B itself:
-// CHECK:      scf.for %{{.*}} = %c56 to %c61
+// The edge columns (56 to 61: one vector of 4, then a scalar column) read B itself; the
+// edge rows (48 and 49) run as blocks of 2 rows, reading the panel where their columns are.
+// CHECK:      scf.for {{.*}} -> (vector<4xf64>, vector<4xf64>, vector<4xf64>, vector<4xf64>, vector<4xf64>, vector<4xf64>)
+// CHECK:      vector.load %arg2[{{.*}}, %c56]
 // CHECK:      scf.for {{.*}} -> (f64, f64, f64, f64, f64, f64)
-// CHECK:      memref.load %arg2
-// CHECK:      scf.for %{{.*}} = %c48 to %c50
+// CHECK:      memref.load %arg2[{{.*}}, %c60]
+// CHECK:      scf.for %{{.*}} = %c0 to %c56 step %c8
+// CHECK:      scf.for {{.*}} -> (vector<4xf64>, vector<4xf64>, vector<4xf64>, vector<4xf64>)
+// CHECK:      vector.load %[[PANEL]]
+// CHECK:      scf.for {{.*}} -> (vector<4xf64>, vector<4xf64>)
+// CHECK:      vector.load %arg2[{{.*}}, %c56]
+// CHECK:      scf.for {{.*}} -> (f64, f64)
 // CHECK:      memref.dealloc %[[PANEL]]
 // CHECK:      return
 // SMALL-LABEL: func.func @gemm
@@ -206,6 +214,92 @@ func.func @bound_inside(%A: memref<64x64xf32>, %B: memref<64x64xf32>, %C: memref
         affine.yield %s : f32
       }
       affine.store %sum, %C[%i, %j] : memref<64x64xf32>
+    }
+  }
+  return
+}
+
+// A convolution as TC conv2d is scheduled: out[n][k][h][w] summed over c in memory (with the
+// `+=!` initialization at c = 0) and over kh and kw in a register. u = k, v = w; h runs outside
+// the blocks and in parallel instead of k (which has only two full blocks of 6); the c loop is
+// cut after its first iteration, where the accumulators start at zero; each vector of `in` is
+// read at w + kw (unaligned), each weight broadcast once for the two vectors of its row; each
+// element's sum runs c, then kh, then kw, as in the source.
+// CHECK-LABEL: func.func @conv
+// CHECK:      affine.for %[[N:arg[0-9]+]] = 0 to 2 {
+// CHECK-NEXT: scf.parallel (%[[H:arg[0-9]+]]) = (%c0) to (%c10)
+// CHECK-NEXT: scf.for %[[K:arg[0-9]+]] = %c0 to %c12 step %c6
+// CHECK:      scf.for %[[KH:arg[0-9]+]] = %c0 to %c3 step %c1 iter_args(%{{.*}} = %[[ZERO:cst[_0-9]*]], {{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// CHECK-NEXT: scf.for %[[KW:arg[0-9]+]] = %c0 to %c3 step %c1
+// CHECK-NEXT: %[[ROW:.*]] = affine.apply #{{.*}}(%[[H]], %[[KH]])
+// CHECK-NEXT: vector.load %arg0[%[[N]], %c0, %[[ROW]], %[[KW]]] : memref<2x4x12x22xf32>, vector<8xf32>
+// CHECK:      memref.load %arg1[%[[K]], %c0, %[[KH]], %[[KW]]] : memref<16x4x3x3xf32>
+// CHECK:      vector.broadcast
+// CHECK:      arith.mulf {{.*}} fastmath<contract> : vector<8xf32>
+// CHECK:      %[[SUM:.*]]:12 = scf.for %{{.*}} = %c1 to %c4 step %c1 iter_args
+// CHECK:      vector.store %[[SUM]]#0, %arg2[%[[N]], %[[K]], %[[H]], %c0]
+// The edge columns 16 to 19 run as vectors of 4, the edge rows 12 to 15 as a block of 4 rows:
+// CHECK:      -> (vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>)
+// CHECK:      -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// CHECK:      -> (vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>)
+// CHECK:      scf.reduce
+// CHECK:      return
+// SMALL-LABEL: func.func @conv
+// SMALL:      scf.for {{.*}} -> (vector<4xf32>, vector<4xf32>)
+// SMALL:      return
+func.func @conv(%in: memref<2x4x12x22xf32>, %wt: memref<16x4x3x3xf32>, %out: memref<2x16x10x20xf32>) {
+  %zero = arith.constant 0.0 : f32
+  affine.for %n = 0 to 2 {
+    affine.parallel (%k) = (0) to (16) {
+      affine.for %h = 0 to 10 {
+        affine.for %c = 0 to 4 {
+          affine.for %w = 0 to 20 {
+            affine.if affine_set<(d0) : (d0 == 0)>(%c) {
+              affine.store %zero, %out[%n, %k, %h, %w] : memref<2x16x10x20xf32>
+            }
+            %init = affine.load %out[%n, %k, %h, %w] : memref<2x16x10x20xf32>
+            %sum = affine.for %i = 0 to 3 iter_args(%acc = %init) -> (f32) {
+              %row = affine.for %j = 0 to 3 iter_args(%acc2 = %acc) -> (f32) {
+                %x = affine.load %in[%n, %c, %h + %i, %w + %j] : memref<2x4x12x22xf32>
+                %y = affine.load %wt[%k, %c, %i, %j] : memref<16x4x3x3xf32>
+                %p = arith.mulf %x, %y : f32
+                %s = arith.addf %acc2, %p : f32
+                affine.yield %s : f32
+              }
+              affine.yield %row : f32
+            }
+            affine.store %sum, %out[%n, %k, %h, %w] : memref<2x16x10x20xf32>
+          }
+        }
+      }
+    }
+  }
+  return
+}
+
+// A convolution with stride 2 reads `in` at 2 * w + kw: not contiguous along w, left alone.
+// CHECK-LABEL: func.func @strided_conv
+// CHECK-NOT:  vector
+// CHECK:      return
+func.func @strided_conv(%in: memref<4x21x41xf32>, %wt: memref<8x4x3x3xf32>, %out: memref<8x10x20xf32>) {
+  affine.for %k = 0 to 8 {
+    affine.for %h = 0 to 10 {
+      affine.for %c = 0 to 4 {
+        affine.for %w = 0 to 20 {
+          %init = affine.load %out[%k, %h, %w] : memref<8x10x20xf32>
+          %sum = affine.for %i = 0 to 3 iter_args(%acc = %init) -> (f32) {
+            %row = affine.for %j = 0 to 3 iter_args(%acc2 = %acc) -> (f32) {
+              %x = affine.load %in[%c, %h * 2 + %i, %w * 2 + %j] : memref<4x21x41xf32>
+              %y = affine.load %wt[%k, %c, %i, %j] : memref<8x4x3x3xf32>
+              %p = arith.mulf %x, %y : f32
+              %s = arith.addf %acc2, %p : f32
+              affine.yield %s : f32
+            }
+            affine.yield %row : f32
+          }
+          affine.store %sum, %out[%k, %h, %w] : memref<8x10x20xf32>
+        }
+      }
     }
   }
   return
