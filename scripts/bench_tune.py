@@ -6,8 +6,9 @@ set (against PyTorch CPU), and how tuning scales over Dask workers, in one run.
 
 1. PolyBench (`bench_polybench/kernels`, LARGE): each kernel program is tuned (`polyflow.tune`,
    genetic search, `--budget` each, `--workers` local worker processes) for the time of its
-   kernel function; the tuner re-measures the best against the default in one job at the end
-   (runs alternating) and that ratio is reported, with the tuning time.
+   kernel function; the tuner measures the three fastest again against the default at the
+   end, each in one job (runs alternating), and the best ratio is reported, with the tuning
+   time.
 2. TC on the CPU (float32): matmul, mlp2 and conv2d at several shapes from
    `polyflow/tc_library.py`, tuned on random inputs; then polyflow's default build, polyflow's
    tuned build (found in the tuning database as any later `tc.define` finds it) and PyTorch
@@ -231,8 +232,8 @@ def report(data: dict[str, Any]) -> str:
         "# Autotuning: tuned against default -O3", "",
         f"Run {data['started']}, {data['machine']}; budget {data['budget']:.0f} s per kernel, "
         f"{data['workers']} local worker processes, genetic search; every candidate checked "
-        "against the default build's output; the best re-measured against the default in one "
-        "job (runs alternating) at the end.", "",
+        "against the default build's output; the three fastest measured again against the "
+        "default at the end, each in one job, runs alternating (the best ratio is reported).", "",
     ]
     if data["polybench"]:
         lines += [
