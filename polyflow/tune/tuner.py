@@ -290,7 +290,9 @@ def _search_loop(
             exhausted = 0
             choices = space.choices(genome)
             prune = None if best is None or compile_only else best * prune_factor
-            run_timeout = 600.0 if best is None else max(5.0, best * prune_factor * 2)
+            # a run past the pruning line is stopped there: on a kernel of seconds, a bad
+            # candidate would otherwise take minutes of the budget to be pruned
+            run_timeout = 600.0 if best is None else max(2.0, best * prune_factor * 1.2)
             future = executor.submit(
                 job(choices, reference=result.default.output, prune_above=prune, run_timeout=run_timeout)
             )
