@@ -199,11 +199,11 @@ def scaling(kernel: str, candidates: int, db_dir: Path) -> dict[str, Any]:
     source = ROOT / "bench_polybench" / "kernels" / f"{kernel}.c"
     task = CProgram(
         source.read_text(), source.name,
-        {"opt_level": 3, "march": "native", "defines": ("MEDIUM_DATASET",),
+        {"opt_level": 3, "march": "native", "defines": ("LARGE_DATASET",),
          "include_dirs": (str(ROOT / "bench_polybench" / "harness"),)},
         timed=(f"kernel_{kernel.replace('-', '_')}",), source_dir=str(source.parent),
     )
-    out: dict[str, Any] = {"kernel": f"{kernel} (MEDIUM)", "candidates": candidates, "timed": {}, "compile_only": {}}
+    out: dict[str, Any] = {"kernel": f"{kernel} (LARGE)", "candidates": candidates, "timed": {}, "compile_only": {}}
     for workers in (1, 2):
         with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
             start = time.perf_counter()
@@ -213,6 +213,8 @@ def scaling(kernel: str, candidates: int, db_dir: Path) -> dict[str, Any]:
                 "wall_seconds": time.perf_counter() - start,
                 "best_seconds": result.best_seconds,
                 "best_choices": result.best_choices,
+                # every candidate's time, to tell whether both runs found the same best
+                "times": {json.dumps(c.choices, sort_keys=True): c.result.seconds for c in result.candidates},
             }
     for workers in (1, 2, 4, 8):
         with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
@@ -287,13 +289,28 @@ def report(data: dict[str, Any]) -> str:
             f"| 1 | {one['wall_seconds']:.1f} s | {_fmt(one['best_seconds'])} |",
             f"| 2 | {two['wall_seconds']:.1f} s | {_fmt(two['best_seconds'])} |",
             "", f"2 workers / 1 worker wall time: **{two['wall_seconds'] / one['wall_seconds']:.2f}**; "
-            f"same best choices: {one['best_choices'] == two['best_choices']}", "",
+            f"same best choices: {one['best_choices'] == two['best_choices']}"
+            + _rank_note(one, two), "",
             "Compile-only fitness (nothing timed):", "",
             "| workers | wall time | candidates per second |", "|---:|---:|---:|",
         ]
         for workers, row in s["compile_only"].items():
             lines.append(f"| {workers} | {row['wall_seconds']:.1f} s | {row['candidates_per_second']:.2f} |")
     return "\n".join(lines) + "\n"
+
+
+def _rank_note(one: dict[str, Any], two: dict[str, Any]) -> str:
+    """Where each run's best ranks in the other run's times (timing noise can swap near ties)."""
+    notes = []
+    for name, mine, other in (("1 worker", one, two), ("2 workers", two, one)):
+        key = json.dumps(mine["best_choices"], sort_keys=True)
+        times = sorted(t for t in other.get("times", {}).values() if t)
+        theirs = other.get("times", {}).get(key)
+        if theirs and times:
+            rank = times.index(theirs) + 1
+            notes.append(f"the best of {name} ranks {rank} of {len(times)} in the other run, "
+                         f"{theirs / times[0]:.3f}x its best")
+    return ("; " + "; ".join(notes)) if notes else ""
 
 
 def plot(data: dict[str, Any], path: Path) -> None:
@@ -334,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--skip-scaling", action="store_true")
     parser.add_argument("--scaling-kernel", default="2mm")
-    parser.add_argument("--scaling-candidates", type=int, default=16)
+    parser.add_argument("--scaling-candidates", type=int, default=24)
     parser.add_argument("--out", default=str(ROOT / "bench_polybench" / "results"))
     parser.add_argument("--tag", default="", help="added to the report's file names")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
