@@ -16,6 +16,7 @@ key (`tuned_choices`); `export_json`/`import_json` move tunings between database
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -109,6 +110,7 @@ def _release(package: str) -> str:
         return "unknown"
 
 
+@functools.cache
 def machine_identity(target: str = "cpu") -> dict[str, str]:
     """What the key holds of the machine: the CPU model and the cores this process may use
     (tuned tile sizes and thread counts are the machine's), and for 'cuda' the GPU's name."""
@@ -135,6 +137,7 @@ def _gpu_name() -> str:
         return "none"
 
 
+@functools.cache
 def compiler_releases() -> dict[str, str]:
     """polyflow's, MLIR's and isl's releases (not polyflow's code hash: tuned choices are
     options, valid for any build of a release, and a fix must not throw the tunings away)."""
