@@ -68,59 +68,13 @@ class CompileFacts:
 
 # ----- C programs
 
-# The shim's clock, and the core locks it holds around each call of a tuned function (the
-# worker's `core_slots` protocol, in C: every lock or none, polled), so that a program's set-up
-# and output run while other candidates time, and only its kernels wait for the cores.
-# `polyflow_tune_depth`: a tuned function reached again from inside one (through cc's code)
-# must not take the locks its caller holds.
-_TIMING_SHIM_HEAD = """#define _GNU_SOURCE
-#include <fcntl.h>
-#include <sched.h>
-#include <stdio.h>
+_TIMING_SHIM_HEAD = """#include <stdio.h>
 #include <stdlib.h>
-#include <sys/file.h>
 #include <time.h>
-#include <unistd.h>
 static double polyflow_tune_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-static int polyflow_tune_fds[CPU_SETSIZE];
-static int polyflow_tune_held, polyflow_tune_depth;
-static void polyflow_tune_lock(void) {
-  const char *dir = getenv("POLYFLOW_TUNE_LOCK_DIR"), *wanted = getenv("POLYFLOW_TUNE_CORES");
-  if (polyflow_tune_depth++ > 0 || !dir || !wanted) return;
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
-  int want = atoi(wanted), count = CPU_COUNT(&allowed);
-  if (want > count) want = count;
-  for (;;) {
-    polyflow_tune_held = 0;
-    for (int core = 0; core < CPU_SETSIZE && polyflow_tune_held < want; core++) {
-      if (!CPU_ISSET(core, &allowed)) continue;
-      char path[4096];
-      snprintf(path, sizeof path, "%s/core%d.lock", dir, core);
-      int fd = open(path, O_CREAT | O_RDWR, 0666);
-      if (fd < 0) continue;
-      if (flock(fd, LOCK_EX | LOCK_NB) == 0) polyflow_tune_fds[polyflow_tune_held++] = fd;
-      else close(fd);
-    }
-    if (polyflow_tune_held >= want) return;
-    for (int i = 0; i < polyflow_tune_held; i++) {
-      flock(polyflow_tune_fds[i], LOCK_UN);
-      close(polyflow_tune_fds[i]);
-    }
-    usleep(5000);
-  }
-}
-static void polyflow_tune_unlock(void) {
-  if (--polyflow_tune_depth > 0) return;
-  for (int i = 0; i < polyflow_tune_held; i++) {
-    flock(polyflow_tune_fds[i], LOCK_UN);
-    close(polyflow_tune_fds[i]);
-  }
-  polyflow_tune_held = 0;
 }
 """
 
@@ -139,9 +93,6 @@ class CProgram:
     source_dir: str | None = None
 
     kind = "c"
-    # the timing shim takes the core locks around the kernel calls, not the worker around the
-    # whole program
-    locks_itself = True
 
     @property
     def entry(self) -> str:
@@ -190,12 +141,11 @@ class CProgram:
             ) or "void"
             call = f"__real_{entry}({', '.join(names)})"
             body = (
-                f"polyflow_tune_lock(); double t0 = polyflow_tune_now(); {call}; "
+                f"double t0 = polyflow_tune_now(); {call}; "
                 if ret == "void"
-                else f"polyflow_tune_lock(); double t0 = polyflow_tune_now(); {ret} r = {call}; "
+                else f"double t0 = polyflow_tune_now(); {ret} r = {call}; "
             )
             body += f"polyflow_tune_seconds[{index}] += polyflow_tune_now() - t0; "
-            body += "polyflow_tune_unlock(); "
             body += f"polyflow_tune_calls[{index}] += 1;"
             body += "" if ret == "void" else " return r;"
             lines.append(f"{ret} __real_{entry}({params});")
@@ -240,20 +190,11 @@ class CProgram:
         return CompileFacts(set(kinds), depth, extents)
 
     def run(self, built: Built, cores: list[int], timeout: float) -> Measured:
-        """Run the program once with as many threads as `cores`; its time in the tuned
-        functions (each call holding that many core locks, `locks_itself`) and its stdout."""
-        from polyflow.tune.worker import CORE_LOCK_DIR
-
+        """Run the program once on `cores`; its time in the tuned functions and its stdout."""
         exe, _, _, timed = built
         times = exe.parent / "times.txt"
         times.unlink(missing_ok=True)
-        env = {
-            **os.environ,
-            "POLYFLOW_TUNE_TIMES": str(times),
-            "OMP_NUM_THREADS": str(len(cores)),
-            "POLYFLOW_TUNE_LOCK_DIR": str(CORE_LOCK_DIR),
-            "POLYFLOW_TUNE_CORES": str(len(cores)),
-        }
+        env = {**os.environ, "POLYFLOW_TUNE_TIMES": str(times), "OMP_NUM_THREADS": str(len(cores))}
         try:
             proc = subprocess.run(
                 [str(exe), *self.args],

@@ -8,9 +8,7 @@ crashes the compiler, crashes when run, or hangs costs that candidate only. Both
 
 Timings never share a core: a run takes `cores` cores machine-wide (lock files in
 `CORE_LOCK_DIR`, one per core, held with `flock` for the run), is pinned to them and runs that
-many OpenMP threads; a C program's timing shim takes the same locks around each call of a tuned
-function instead (its set-up and output then run beside other timings). Compiles take no lock,
-so they overlap each other and other timings.
+many OpenMP threads. Compiles take no lock, so they overlap each other and other timings.
 """
 
 from __future__ import annotations
@@ -124,9 +122,8 @@ def run_job(job: Job, scratch: Path) -> JobResult:
             baseline = task.build(base_options, scratch / "baseline")
         except Exception as exc:
             return JobResult("failed", message=f"the baseline did not build: {_last_line(exc)}")
-    slots = _unlocked(job.cores) if getattr(task, "locks_itself", False) else core_slots(job.cores)
     try:
-        with slots as cores:
+        with core_slots(job.cores) as cores:
             first = task.run(built, cores, job.run_timeout)
             if job.reference is not None:
                 differs = task.compare(first.output, job.reference, job.rtol)
@@ -169,17 +166,6 @@ def run_job(job: Job, scratch: Path) -> JobResult:
 def _last_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[-1] if text else ''}"
-
-
-@contextlib.contextmanager
-def _unlocked(count: int) -> Iterator[list[int]]:
-    """`count` of this process's cores, not locked: for a task whose runs take the locks around
-    their kernels themselves (a C program's timing shim)."""
-    allowed = sorted(os.sched_getaffinity(0))
-    CORE_LOCK_DIR.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(OSError):
-        CORE_LOCK_DIR.chmod(0o1777)
-    yield allowed[: max(1, min(count, len(allowed)))]
 
 
 @contextlib.contextmanager
