@@ -239,7 +239,7 @@ def option_space(base: Options, facts: CompileFacts) -> OptionSpace:
         add("threads", None, *sorted({1, max(1, cores // 2)} - {cores}))
     if base.reassociation:
         add("parallel_reductions", True, False)
-    if {"wavefront", "tiled-wavefront"} & facts.remark_kinds or facts.depth >= 3:
+    if "wavefront" in facts.remark_kinds or facts.depth >= 3:
         add("wavefront", True, False)
         add("wavefront_block", 2, 1, 4)
     if "micro-kernel" in facts.remark_kinds:
