@@ -767,7 +767,7 @@ class TcFunction:
     ) -> tuple[Options, Tuning | None]:
         """The options for these shapes: the tuning database's choices over this function's
         options, where `polyflow tune` / `autotune` tuned it for them on this machine."""
-        return with_tuning(self.options, self.tuning_key(shapes))
+        return with_tuning(self.options, lambda: self.tuning_key(shapes))
 
     def tuning_key(self, shapes: list[tuple[tuple[int, ...], Any]]) -> TuningKey:
         """The tuning database's key of this definition for arguments of these shapes and

@@ -92,8 +92,13 @@ def c_key(source: str, entry: str | None, options: Mapping[str, Any]) -> TuningK
         functions=functions,
         defines=options.get("defines") or (),
         target=options.get("target", "cpu"),
-        reassociation=bool(options.get("reassociation")),
+        reassociation=_reassociation(options),
     )
+
+
+def _reassociation(options: Mapping[str, Any]) -> bool:
+    """`Options.reassociation` of options given as JSON (-ffast-math or -fassociative-math)."""
+    return bool(options.get("fast_math") or options.get("associative_math"))
 
 
 def tc_key(source: str, name: str, shapes: Shapes, options: Mapping[str, Any]) -> TuningKey:
@@ -102,7 +107,7 @@ def tc_key(source: str, name: str, shapes: Shapes, options: Mapping[str, Any]) -
         name,
         shapes,
         target=options.get("target", "cpu"),
-        reassociation=bool(options.get("reassociation")),
+        reassociation=_reassociation(options),
     )
 
 

@@ -317,3 +317,14 @@ def test_a_tuning_request_is_checked_before_it_is_queued(server: Server) -> None
         "POST", "/v1/tune", {"language": "tc", "source": MM_TC, "budget_seconds": -1}
     )
     assert status == 422
+
+
+def test_the_services_keys_are_the_builds_keys() -> None:
+    from polyflow import Options
+    from polyflow.storage.tuning import c_tuning_key_of
+    from server.tuning import c_key
+
+    source = "int main(void) { return 0; }\n"
+    for given in ({}, {"associative_math": True}, {"fast_math": True, "defines": ["N=8"]}):
+        options = Options(opt_level=3, **given)
+        assert c_key(source, None, options.model_dump(mode="json")) == c_tuning_key_of(source, options)

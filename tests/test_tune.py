@@ -493,3 +493,13 @@ def test_the_first_generation_explores_the_defaults_neighbours() -> None:
     first = [search.ask() for _ in range(10)]
     assert first[0] == space.default_genome()
     assert sum(1 for g in first[1:] if g is not None and len(space.choices(g)) == 1) >= 4
+
+
+def test_a_build_that_uses_no_tuning_makes_no_key() -> None:
+    from polyflow.storage.tuning import with_tuning
+
+    def never() -> Any:
+        raise AssertionError("the key was made")
+
+    for options in (Options(opt_level=2), Options(opt_level=3, tuned=False)):
+        assert with_tuning(options, never) == (options, None)

@@ -36,7 +36,7 @@ from polyflow.pipeline import stage_text
 from polyflow.raising.report import RaiseReport
 from polyflow.report import CompileReport, Json, Remark, ReportViews
 from polyflow.storage.cache import CompileCache, default_cache
-from polyflow.storage.tuning import c_tuning_key, tuning_note, with_tuning
+from polyflow.storage.tuning import c_tuning_key_of, tuning_note, with_tuning
 from polyflow.toolchain import openmp_library_dir
 
 
@@ -201,16 +201,7 @@ def build_program(
     report = BuildReport(output=output)
     start = time.perf_counter()
     text, filename, source_dir = read_c_file(source)
-    tuned, tuning = with_tuning(
-        options,
-        c_tuning_key(
-            text,
-            functions=options.functions,
-            defines=options.defines,
-            target=options.target,
-            reassociation=options.reassociation,
-        ),
-    )
+    tuned, tuning = with_tuning(options, lambda: c_tuning_key_of(text, options))
     options = tuned
     if tuning is not None:
         report.tuned = tuning.choices

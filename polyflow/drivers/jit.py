@@ -29,7 +29,7 @@ from polyflow.lowering.llvm_dialect import has_parallel_loops
 from polyflow.options import Options
 from polyflow.report import CompileReport, Remark
 from polyflow.storage.cache import CompileCache
-from polyflow.storage.tuning import c_tuning_key, tuning_note, with_tuning
+from polyflow.storage.tuning import c_tuning_key_of, tuning_note, with_tuning
 from polyflow.toolchain import openmp_library_dir
 
 _CTYPES = {
@@ -335,16 +335,7 @@ def compile_c(
             }
         )
     text, filename, source_dir = given_c_source(source, path)
-    tuned, tuning = with_tuning(
-        options,
-        c_tuning_key(
-            text,
-            functions=options.functions,
-            defines=options.defines,
-            target=options.target,
-            reassociation=options.reassociation,
-        ),
-    )
+    tuned, tuning = with_tuning(options, lambda: c_tuning_key_of(text, options))
     options = tuned
     if grad is True and entry is None:  # the entry's gradient: which function is it?
         entry = _entry_of(c_module(text, filename, options, source_dir), None, filename)

@@ -23,7 +23,7 @@ import os
 import platform
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
@@ -209,6 +209,20 @@ def c_tuning_key(
         reassociation=reassociation,
         machine=tuple(sorted(machine_identity(target).items())),
         releases=tuple(sorted(compiler_releases().items())),
+    )
+
+
+def c_tuning_key_of(
+    source: str, options: Any, *, functions: Sequence[str] | None = None
+) -> TuningKey:
+    """`c_tuning_key` of C `source` built with `options` (an `Options`): its functions (or
+    `functions`), defines, target and reassociation."""
+    return c_tuning_key(
+        source,
+        functions=functions if functions is not None else options.functions,
+        defines=options.defines,
+        target=options.target,
+        reassociation=options.reassociation,
     )
 
 
@@ -537,13 +551,14 @@ def apply_choices(options: OptionsT, choices: Mapping[str, Any]) -> OptionsT:
     return type(options)(**{**options.model_dump(exclude_unset=True), **update})  # type: ignore[attr-defined]
 
 
-def with_tuning(options: OptionsT, key: TuningKey) -> tuple[OptionsT, Tuning | None]:
-    """`options` with the tuned choices of `key`'s tuning, where `options.tuned` asks for them,
-    the build runs the polyhedral stage (the choices are its) and the database holds one; and
-    that tuning (None: the options as given)."""
+def with_tuning(options: OptionsT, key: Callable[[], TuningKey]) -> tuple[OptionsT, Tuning | None]:
+    """`options` with the tuned choices of the tuning of `key()`, where `options.tuned` asks for
+    them, the build runs the polyhedral stage (the choices are its) and the database holds one;
+    and that tuning (None: the options as given). The key is made only when it is looked up:
+    most builds (-O2, `--no-tuned`, `polyflow cc`) hash nothing."""
     if not options.tuned or options.opt_level < 3:  # type: ignore[attr-defined]
         return options, None
-    found = tuned_choices(key)
+    found = tuned_choices(key())
     if found is None:
         return options, None
     try:

@@ -29,7 +29,7 @@ from polyflow.storage.tuning import (
     Tuning,
     TuningDB,
     TuningKey,
-    c_tuning_key,
+    c_tuning_key_of,
     tc_tuning_key,
 )
 from polyflow.target import host_cores
@@ -130,13 +130,7 @@ def task_key(task: Any) -> TuningKey:
     """The tuning database's key of `task` (a `CProgram`, `CFunction` or `TcKernel`)."""
     options = task.base_options()
     if task.kind == "c":
-        return c_tuning_key(
-            task.source,
-            functions=options.functions,
-            defines=options.defines,
-            target=options.target,
-            reassociation=options.reassociation,
-        )
+        return c_tuning_key_of(task.source, options)
     return tc_tuning_key(
         task.source,
         task.name,
