@@ -67,7 +67,14 @@ def _free_port() -> int:
 def start_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     started: list[subprocess.Popen[bytes]] = []
 
-    def start(*flags: str, log: Path | None = None) -> Server:
+    def start(
+        *flags: str,
+        log: Path | None = None,
+        env: dict[str, str] | None = None,
+        kind: type[Server] = Server,
+    ) -> Server:
+        """A service with `flags`, its log to `log`, `env` over this environment, answering
+        through a `kind` (a subclass of Server)."""
         port = _free_port()
         cache = tmp_path_factory.mktemp("cache")
         log_file = open(log, "wb") if log is not None else subprocess.DEVNULL
@@ -85,13 +92,14 @@ def start_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
                 *flags,
             ],
             cwd=ROOT,
+            env={**os.environ, **(env or {})},
             stdout=subprocess.DEVNULL,
             stderr=log_file,
         )
         if not isinstance(log_file, int):
             log_file.close()  # the server holds its own copy
         started.append(process)
-        server = Server(f"http://127.0.0.1:{port}", process)
+        server = kind(f"http://127.0.0.1:{port}", process)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:

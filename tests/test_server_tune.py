@@ -7,18 +7,13 @@ see none of the service's environment and fail cleanly past the memory limit."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import test_server
+from test_server import Server
 
 from polyflow.storage.tuning import TuningDB
 
@@ -80,27 +75,19 @@ int main(void) {
 FINISHED = ("done", "failed", "cancelled")
 
 
-class Server:
-    def __init__(self, url: str, process: subprocess.Popen[bytes]) -> None:
-        self.url = url
-        self.process = process
+class TuneServer(Server):
+    """The service, answering in JSON, and waiting for tunings."""
 
-    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path, data=data, method=method)
-        request.add_header("content-type", "application/json")
-        try:
-            with urllib.request.urlopen(request, timeout=120) as response:
-                return response.status, json.loads(response.read())
-        except urllib.error.HTTPError as error:
-            return error.code, json.loads(error.read())
+    def json_call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        status, _, payload = self.call(method, path, body)
+        return status, json.loads(payload)
 
     def wait(self, tune_id: str, timeout: float = 60.0) -> dict[str, Any]:
         """The tuning once it has ended; every status it was seen in, in `seen`."""
         seen: list[str] = []
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            status, view = self.call("GET", f"/v1/tune/{tune_id}")
+            status, view = self.json_call("GET", f"/v1/tune/{tune_id}")
             assert status == 200, view
             if not seen or seen[-1] != view["status"]:
                 seen.append(view["status"])
@@ -110,42 +97,8 @@ class Server:
         raise AssertionError(f"tuning {tune_id} did not end in {timeout} s (seen: {seen})")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def start_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    started: list[subprocess.Popen[bytes]] = []
-
-    def start(*flags: str, env: dict[str, str] | None = None) -> Server:
-        port = _free_port()
-        cache = tmp_path_factory.mktemp("cache")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "server", "--host", "127.0.0.1", "--port", str(port),
-             "--cache-dir", str(cache), "--workers", "1", *flags],
-            cwd=ROOT,
-            env={**os.environ, **(env or {})},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        started.append(process)
-        server = Server(f"http://127.0.0.1:{port}", process)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if server.call("GET", "/v1/healthz")[0] == 200:
-                    return server
-            except (urllib.error.URLError, ConnectionError):
-                time.sleep(0.2)
-        raise RuntimeError("the server did not start")
-
-    yield start
-    for process in started:
-        process.terminate()
-        process.wait(timeout=30)
+# the service's start-up fixture of test_server.py, started here with a TuneServer
+start_server = test_server.start_server
 
 
 @pytest.fixture(scope="module")
@@ -154,31 +107,31 @@ def tuning_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(start_server: Any, tuning_db: Path) -> Server:
+def server(start_server: Any, tuning_db: Path) -> TuneServer:
     """A service that runs tunings, with a secret in its environment that no candidate may see."""
     return start_server(
-        "--allow-run", "--tuning-db", str(tuning_db), "--max-tune-seconds", "120",
+        "--workers", "1", "--allow-run", "--tuning-db", str(tuning_db), "--max-tune-seconds", "120",
         "--tune-memory-limit", "512",
-        env={"SECRET_TOKEN": "do-not-leak"},
+        env={"SECRET_TOKEN": "do-not-leak"}, kind=TuneServer,
     )  # fmt: skip
 
 
 def test_without_allow_run_tuning_is_refused(start_server: Any) -> None:
-    plain = start_server()
-    status, body = plain.call(
+    plain = start_server("--workers", "1", kind=TuneServer)
+    status, body = plain.json_call(
         "POST", "/v1/tune", {"language": "tc", "source": MM_TC, "sizes": {"M": 8, "N": 8, "K": 8}}
     )
     assert status == 403
     assert "runs the submitted program" in body["detail"] and "--allow-run" in body["detail"]
-    status, _ = plain.call("GET", "/v1/tune/0123")
+    status, _ = plain.json_call("GET", "/v1/tune/0123")
     assert status == 404
-    status, schema = plain.call("GET", "/openapi.json")
+    status, schema = plain.json_call("GET", "/openapi.json")
     assert status == 200 and "/v1/tune" not in schema["paths"]  # not offered
-    status, health = plain.call("GET", "/v1/healthz")
+    status, health = plain.json_call("GET", "/v1/healthz")
     assert health["tuning"]["allowed"] is False
 
 
-def test_a_tc_tuning_is_stored_and_later_compiles_use_it(server: Server, tuning_db: Path) -> None:
+def test_a_tc_tuning_is_stored_and_later_compiles_use_it(server: TuneServer, tuning_db: Path) -> None:
     sizes = {"M": 64, "N": 64, "K": 64}
     compile_request = {
         "language": "tc",
@@ -186,12 +139,12 @@ def test_a_tc_tuning_is_stored_and_later_compiles_use_it(server: Server, tuning_
         "sizes": sizes,
         "options": {"opt_level": 3},
     }
-    status, before = server.call("POST", "/v1/compile", compile_request)
+    status, before = server.json_call("POST", "/v1/compile", compile_request)
     assert status == 200 and before["tuned"] is None, before
-    status, again = server.call("POST", "/v1/compile", compile_request)
+    status, again = server.json_call("POST", "/v1/compile", compile_request)
     assert again["cached"] is True and again["tuned"] is None
 
-    status, queued = server.call(
+    status, queued = server.json_call(
         "POST", "/v1/tune",
         {"language": "tc", "source": MM_TC, "sizes": sizes, "search": "random", "max_candidates": 4},
     )  # fmt: skip
@@ -212,24 +165,24 @@ def test_a_tc_tuning_is_stored_and_later_compiles_use_it(server: Server, tuning_
     assert stored.description["inputs"] == ["64x64:float32", "64x64:float32"]
 
     # the answer cached before the tuning is not served after it
-    status, after = server.call("POST", "/v1/compile", compile_request)
+    status, after = server.json_call("POST", "/v1/compile", compile_request)
     assert status == 200 and after["cached"] is False and after["key"] != before["key"]
     assert after["tuned"] == result["best_choices"]
     assert any("using tuned options" in d["message"] for d in after["diagnostics"])
     # other sizes are another kernel; `tuned: false` asks for the options as given
-    status, other = server.call(
+    status, other = server.json_call(
         "POST", "/v1/compile", {**compile_request, "sizes": {**sizes, "K": 32}}
     )
     assert status == 200 and other["tuned"] is None
     untuned = {**compile_request, "options": {"opt_level": 3, "tuned": False}}
-    status, plain = server.call("POST", "/v1/compile", untuned)
+    status, plain = server.json_call("POST", "/v1/compile", untuned)
     assert status == 200 and plain["tuned"] is None
 
 
-def test_a_c_program_is_tuned_without_the_services_secrets(server: Server, tuning_db: Path) -> None:
+def test_a_c_program_is_tuned_without_the_services_secrets(server: TuneServer, tuning_db: Path) -> None:
     """The program exits non-zero where it sees SECRET_TOKEN, which the service's environment
     holds: the tuning is done only because its candidates run with a clean environment."""
-    status, queued = server.call(
+    status, queued = server.json_call(
         "POST", "/v1/tune",
         {"language": "c", "source": C_PROGRAM, "entry": "kernel", "search": "random",
          "max_candidates": 3},
@@ -242,7 +195,7 @@ def test_a_c_program_is_tuned_without_the_services_secrets(server: Server, tunin
     assert result["speedup"] and len(result["candidates"]) == 3
     assert TuningDB(str(tuning_db)).get(result["key"]) is not None
 
-    status, compiled = server.call(
+    status, compiled = server.json_call(
         "POST", "/v1/compile",
         {"language": "c", "source": C_PROGRAM, "entry": "kernel", "options": {"opt_level": 3}},
     )  # fmt: skip
@@ -252,32 +205,32 @@ def test_a_c_program_is_tuned_without_the_services_secrets(server: Server, tunin
 
 
 def test_a_cancelled_tuning_ends_at_once_and_stores_nothing(
-    server: Server, tuning_db: Path
+    server: TuneServer, tuning_db: Path
 ) -> None:
     sizes = {"M": 96, "N": 96, "K": 96}
-    status, queued = server.call(
+    status, queued = server.json_call(
         "POST", "/v1/tune", {"language": "tc", "source": MM_TC, "sizes": sizes, "search": "random"}
     )
     assert status == 202 and queued["max_candidates"] is None
     deadline = time.monotonic() + 60
-    while server.call("GET", f"/v1/tune/{queued['id']}")[1]["status"] == "queued":
+    while server.json_call("GET", f"/v1/tune/{queued['id']}")[1]["status"] == "queued":
         assert time.monotonic() < deadline
         time.sleep(0.1)
     time.sleep(1.0)  # the default build or a candidate runs
     start = time.monotonic()
-    status, cancelling = server.call("DELETE", f"/v1/tune/{queued['id']}")
+    status, cancelling = server.json_call("DELETE", f"/v1/tune/{queued['id']}")
     assert status == 200 and cancelling["cancel_requested"] is True
     ended = server.wait(queued["id"], timeout=30)
     assert ended["status"] == "cancelled", ended
     assert time.monotonic() - start < 10
     kernels = [t.description["inputs"] for t in TuningDB(str(tuning_db)).all()]
     assert ["96x96:float32", "96x96:float32"] not in kernels
-    status, _ = server.call("DELETE", "/v1/tune/no-such-tuning")
+    status, _ = server.json_call("DELETE", "/v1/tune/no-such-tuning")
     assert status == 404
 
 
-def test_a_program_past_the_memory_limit_fails_the_tuning_cleanly(server: Server) -> None:
-    status, queued = server.call(
+def test_a_program_past_the_memory_limit_fails_the_tuning_cleanly(server: TuneServer) -> None:
+    status, queued = server.json_call(
         "POST", "/v1/tune",
         {"language": "c", "source": HOG, "entry": "kernel", "search": "random", "max_candidates": 2},
     )  # fmt: skip
@@ -286,17 +239,17 @@ def test_a_program_past_the_memory_limit_fails_the_tuning_cleanly(server: Server
     assert ended["status"] == "failed", ended
     assert "out of memory after" in ended["message"], ended["message"]
     # the service goes on
-    status, health = server.call("GET", "/v1/healthz")
+    status, health = server.json_call("GET", "/v1/healthz")
     assert status == 200 and health["tuning"]["running"] is None
-    status, body = server.call(
+    status, body = server.json_call(
         "POST", "/v1/compile",
         {"language": "tc", "source": MM_TC, "sizes": {"M": 8, "N": 8, "K": 8}},
     )  # fmt: skip
     assert status == 200, body
 
 
-def test_a_tuning_request_is_checked_before_it_is_queued(server: Server) -> None:
-    status, schema = server.call("GET", "/openapi.json")
+def test_a_tuning_request_is_checked_before_it_is_queued(server: TuneServer) -> None:
+    status, schema = server.json_call("GET", "/openapi.json")
     assert status == 200 and {"/v1/tune", "/v1/tune/{tune_id}"} <= set(schema["paths"])
     for body, expected in (
         ({"language": "c", "source": "void k(double a[4]) { a[0] = 1; }"}, "main()"),
@@ -307,13 +260,13 @@ def test_a_tuning_request_is_checked_before_it_is_queued(server: Server) -> None
         ({"language": "tc", "source": MM_TC, "sizes": {"M": 8}}, "K, N"),
         ({"language": "tc", "source": MM_TC, "entry": "nope", "sizes": {}}, "no definition"),
     ):
-        status, answer = server.call("POST", "/v1/tune", body)
+        status, answer = server.json_call("POST", "/v1/tune", body)
         assert status == 422 and expected in json.dumps(answer), answer
-    status, answer = server.call(
+    status, answer = server.json_call(
         "POST", "/v1/tune", {"language": "tc", "source": MM_TC, "options": {"target": "cuda"}}
     )
     assert status == 422 and "CPU only" in json.dumps(answer)
-    status, answer = server.call(
+    status, answer = server.json_call(
         "POST", "/v1/tune", {"language": "tc", "source": MM_TC, "budget_seconds": -1}
     )
     assert status == 422
