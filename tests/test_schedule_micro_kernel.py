@@ -208,6 +208,28 @@ def test_tc_matmul_matches_numpy_at_odd_shapes(shape: tuple[int, int, int]) -> N
     np.testing.assert_allclose(fn(a, b), a @ b, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_every_width_of_tail_columns_sums_like_the_build_without_micro_kernels(dtype: str) -> None:
+    # After the full blocks, the columns left run as whole vectors and one masked vector (on
+    # AVX and AVX-512 hosts) or as narrower vectors and scalars: every count of them, with and
+    # without a full block before, keeps each element's sum bit for bit.
+    element = "float" if dtype == "float32" else "double"
+    source = (
+        f"def mm({element}(M,K) A, {element}(K,N) B) -> (C) {{ C(m, n) +=! A(m, k) * B(k, n) }}"
+    )
+    options = Options(opt_level=3, march="native", fp_contract="off", micro_kernel_vectors=2)
+    plain = options.model_copy(update={"micro_kernels": False})
+    lanes = vector_register_bits("native") // (32 if dtype == "float32" else 64)
+    rng = np.random.default_rng(lanes)
+    for n in sorted({1, 2, 3, lanes // 2 + 1, lanes - 1, lanes, lanes + 1, 2 * lanes + 3,
+                     2 * lanes + lanes // 2, 3 * lanes - 1, 4 * lanes + 5}):  # fmt: skip
+        a = rng.standard_normal((7, 19)).astype(dtype)
+        b = rng.standard_normal((19, n)).astype(dtype)
+        got = tc.define(source, options=options)(a, b)
+        assert np.array_equal(got, tc.define(source, options=plain)(a, b)), n
+        np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("batch,width", [(3, 5), (33, 70), (128, 200)])
 def test_tc_layers_with_transposed_weights_match_numpy(batch: int, width: int) -> None:
     fn = tc.define(
@@ -419,6 +441,8 @@ def _conv_reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
         (2, 4, 13, 12, 40, 5),  # 5x5
         (2, 8, 8, 10, 18, 1),  # 1x1: a product of matrices per image row
         (3, 16, 64, 18, 58, 3),  # 56 columns: 32 + 16 + 8; 64 rows: 10 x 6 + 4
+        (1, 24, 20, 30, 30, 3),  # 28 columns: 16 + 12 of a masked 16 (AVX-512)
+        (2, 12, 10, 19, 19, 3),  # 17 columns: 16 + 1 of a masked 4
     ],
 )
 def test_tc_conv2d_is_a_convolution_micro_kernel_matching_numpy(
@@ -448,6 +472,7 @@ def test_tc_conv2d_is_a_convolution_micro_kernel_matching_numpy(
         ((2, 5, 9, 11, 37, 3), {"tile_sizes": [2, 8, 4, 16, 8]}, False),  # odd tiles
         ((1, 300, 400, 6, 140, 3), {}, True),  # 384 channels x 64 columns x 256 deep
         ((2, 6, 10, 8, 30, 3), {"micro_kernel_rows": 4, "micro_kernel_vectors": 1}, False),
+        ((1, 9, 14, 7, 30, 3), {}, False),  # 28 columns: a tail block only
     ],
 )
 def test_tc_conv2d_sums_each_element_in_source_order(

@@ -460,9 +460,12 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
         scratch, copy = scratch_module(module, fn)
         contract = str(options.fp_contract == "fast").lower()
         bits = target_of(options.march, options.mtune).vector_bits
+        # AVX and AVX-512 read and write masked vectors natively; SSE would scalarize them
+        masked = str(bits >= 256).lower()
         element = (
             f"schedule-micro-kernels{{contract={contract} vector_bits={bits} "
-            f"rows={options.micro_kernel_rows} vectors={options.micro_kernel_vectors}}}"
+            f"rows={options.micro_kernel_rows} vectors={options.micro_kernel_vectors} "
+            f"masked_tails={masked}}}"
         )
         try:
             with timer.step("micro-kernels"):
