@@ -215,6 +215,8 @@ def scaling(kernel: str, candidates: int, db_dir: Path) -> dict[str, Any]:
                 "best_choices": result.best_choices,
                 # every candidate's time, to tell whether both runs found the same best
                 "times": {json.dumps(c.choices, sort_keys=True): c.result.seconds for c in result.candidates},
+                # when each candidate's result came back (seconds since the tuning started)
+                "finished": {json.dumps(c.choices, sort_keys=True): c.finished for c in result.candidates},
             }
     for workers in (1, 2, 4, 8):
         with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
@@ -290,7 +292,7 @@ def report(data: dict[str, Any]) -> str:
             f"| 2 | {two['wall_seconds']:.1f} s | {_fmt(two['best_seconds'])} |",
             "", f"2 workers / 1 worker wall time: **{two['wall_seconds'] / one['wall_seconds']:.2f}**; "
             f"same best choices: {one['best_choices'] == two['best_choices']}"
-            + _rank_note(one, two), "",
+            + _rank_note(one, two) + _time_to_best(one, two), "",
             "Compile-only fitness (nothing timed):", "",
             "| workers | wall time | candidates per second |", "|---:|---:|---:|",
         ]
@@ -311,6 +313,17 @@ def _rank_note(one: dict[str, Any], two: dict[str, Any]) -> str:
             notes.append(f"the best of {name} ranks {rank} of {len(times)} in the other run, "
                          f"{theirs / times[0]:.3f}x its best")
     return ("; " + "; ".join(notes)) if notes else ""
+
+
+def _time_to_best(one: dict[str, Any], two: dict[str, Any]) -> str:
+    """When each run had the 1-worker run's best candidate back (the same candidates come in
+    the same order), and the ratio of the two."""
+    key = json.dumps(one["best_choices"], sort_keys=True)
+    first, second = one.get("finished", {}).get(key), two.get("finished", {}).get(key)
+    if not first or not second:
+        return ""
+    return (f"; the best candidate came back after {first:.1f} s with 1 worker, {second:.1f} s "
+            f"with 2: **{second / first:.2f}**")
 
 
 def plot(data: dict[str, Any], path: Path) -> None:

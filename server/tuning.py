@@ -42,8 +42,8 @@ from polyflow.storage.tuning import Tuning, TuningDB, TuningKey, c_tuning_key, t
 log = logging.getLogger("polyflow.serve")
 
 STATUSES = ("queued", "running", "done", "failed", "cancelled")
-# the module the tuner's candidate processes run (`python -m polyflow.tune.worker JOB RESULT`)
-_CANDIDATE_MODULE = b"polyflow.tune.worker"
+# what the tuner's candidate processes run (`python .../polyflow/tune/job_start.py JOB ...`)
+_CANDIDATE_SCRIPT = b"/polyflow/tune/job_start.py"
 
 
 class TuneQueueFull(Exception):
@@ -409,7 +409,7 @@ class TuneManager:
 def _kill_candidates() -> None:
     """Kill the tuner's candidate processes that run now (each with what it started: it leads a
     session and process group of its own). Only this process's children running
-    `polyflow.tune.worker` are candidates, and one tuning runs at a time, so they are the
+    `polyflow/tune/job_start.py` are candidates, and one tuning runs at a time, so they are the
     running tuning's; `run_isolated` then finds them dead and cleans their scratch up."""
     me = os.getpid()
     for entry in Path("/proc").iterdir():
@@ -423,7 +423,7 @@ def _kill_candidates() -> None:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except (OSError, ValueError, IndexError):
             continue  # it ended meanwhile
-        if _CANDIDATE_MODULE in argv:
+        if any(arg.endswith(_CANDIDATE_SCRIPT) for arg in argv):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(int(entry.name), signal.SIGKILL)
 

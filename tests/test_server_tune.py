@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import test_server
 from test_server import Server
@@ -223,6 +224,11 @@ def test_a_cancelled_tuning_ends_at_once_and_stores_nothing(
     ended = server.wait(queued["id"], timeout=30)
     assert ended["status"] == "cancelled", ended
     assert time.monotonic() - start < 10
+    # its candidate processes were killed, not left to run on
+    service = psutil.Process(server.process.pid)
+    assert not [
+        p for p in service.children(recursive=True) if "job_start.py" in " ".join(p.cmdline())
+    ]
     kernels = [t.description["inputs"] for t in TuningDB(str(tuning_db)).all()]
     assert ["96x96:float32", "96x96:float32"] not in kernels
     status, _ = server.json_call("DELETE", "/v1/tune/no-such-tuning")

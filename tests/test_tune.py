@@ -4,12 +4,14 @@ test_server_tune.py; the database: test_tuning_db.py."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing
 import os
 import random
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,11 +21,12 @@ import pytest
 
 from polyflow import Options
 from polyflow.storage.tuning import Tuning, TuningDB, c_tuning_key
+from polyflow.tune.core_locks import COMPILING, core_slots
 from polyflow.tune.search import GeneticSearch, RandomSearch, TpeSearch
 from polyflow.tune.space import OptionSpace, Parameter, option_space, tile_size_values
 from polyflow.tune.tasks import CompileFacts, CProgram, compare_text
 from polyflow.tune.tuner import parse_duration, tune
-from polyflow.tune.worker import Job, Limits, core_slots, run_isolated
+from polyflow.tune.worker import Job, Limits, run_isolated
 
 ROOT = Path(__file__).resolve().parents[1]
 POLYFLOW = [sys.executable, "-m", "polyflow"]
@@ -280,6 +283,157 @@ def test_timings_never_share_a_core() -> None:
                 holding[core] = pid
             else:
                 del holding[core]
+
+
+# A program that marks (in $MARK_LOG) its set-up, before the tuned function's first call, and
+# its timed part, after it: the part its timing shim holds the cores exclusively.
+MARKED = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+static double A[64];
+static void kernel(int n) {
+  for (int i = 0; i < n; i++) A[i] = A[i] * 2 + 1;
+}
+static void mark(const char *what) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  char line[128];
+  int len = snprintf(line, sizeof line, "%d %s %.6f\n", (int)getpid(), what,
+                     (double)ts.tv_sec + ts.tv_nsec * 1e-9);
+  int fd = open(getenv("MARK_LOG"), O_WRONLY | O_APPEND | O_CREAT, 0644);
+  if (write(fd, line, (size_t)len) != len) abort();
+  close(fd);
+}
+int main(void) {
+  mark("setup-start");
+  usleep(400000);
+  mark("setup-end");
+  kernel(64);
+  mark("timed-start");
+  usleep(150000);
+  mark("timed-end");
+  printf("%g\n", A[3]);
+  return 0;
+}
+"""
+
+
+def _run_marked(built: Any, task: CProgram, runs: int) -> None:
+    for _ in range(runs):
+        with core_slots(2, shared=True) as cores:
+            task.run(built, cores, 30)
+
+
+def test_programs_set_up_side_by_side_but_time_alone(tmp_path: Path) -> None:
+    # Each program holds the cores shared while it sets up and exclusively from the first
+    # call of the tuned function (its timing shim): no program's set-up or timed part runs
+    # while another's timed part does, and set-ups started together overlap.
+    task = CProgram(MARKED, "marked.c", {"opt_level": 3}, timed=("kernel",))
+    built = task.build(Options(opt_level=3), tmp_path)
+    log = tmp_path / "marks.log"
+    os.environ["MARK_LOG"] = str(log)
+    try:
+        context = multiprocessing.get_context("fork")
+        runners = [context.Process(target=_run_marked, args=(built, task, 2)) for _ in range(3)]
+        for runner in runners:
+            runner.start()
+        for runner in runners:
+            runner.join(60)
+            assert runner.exitcode == 0
+    finally:
+        del os.environ["MARK_LOG"]
+    spans: dict[tuple[str, str], list[float]] = {}
+    for line in log.read_text().splitlines():
+        pid, what, at = line.split()
+        spans.setdefault((pid, what.split("-")[0]), []).append(float(at))
+    assert len(spans) == 3 * 2 * 2  # 6 runs, a set-up and a timed part each
+    timed = [(pid, at) for (pid, kind), at in spans.items() if kind == "timed"]
+    for pid, (start, end) in timed:
+        for (other, kind), (o_start, o_end) in spans.items():
+            if other != pid:
+                assert o_end <= start or o_start >= end, f"{other}'s {kind} ran in {pid}'s timing"
+    setups = sorted(at for (_, kind), at in spans.items() if kind == "setup")
+    assert any(b[0] < a[1] for a, b in itertools.pairwise(setups)), setups
+
+
+# A compile, as a job process runs one: in a session of its own, through `compile_phase`, here
+# writing the time every 5 ms for a while.
+FAKE_COMPILE = """
+import sys, time
+from polyflow.tune.worker import compile_phase
+
+def work():
+    end = time.monotonic() + float(sys.argv[2])
+    with open(sys.argv[1], "a") as log:
+        while time.monotonic() < end:
+            log.write(f"{time.monotonic():.6f}\\n")
+            log.flush()
+            time.sleep(0.005)
+
+compile_phase(work)
+"""
+
+
+def test_a_compile_stops_while_a_kernel_is_timed(tmp_path: Path) -> None:
+    # A compile beside a timed kernel slows it (2x for 2mm on 2 cores): the timing stops the
+    # compiles registered while it holds its cores, and lets them go on after.
+    task = CProgram(MARKED, "marked.c", {"opt_level": 3}, timed=("kernel",))
+    built = task.build(Options(opt_level=3), tmp_path)
+    marks, ticks = tmp_path / "marks.log", tmp_path / "compile.log"
+    compiler = subprocess.Popen(
+        [sys.executable, "-c", FAKE_COMPILE, str(ticks), "2.5"], start_new_session=True
+    )
+    os.environ["MARK_LOG"] = str(marks)
+    try:
+        time.sleep(0.3)
+        _run_marked(built, task, 3)
+    finally:
+        del os.environ["MARK_LOG"]
+        assert compiler.wait(30) == 0  # not left stopped
+    times = [float(t) for t in ticks.read_text().split()]
+    spans: dict[str, list[float]] = {}
+    for line in marks.read_text().splitlines():
+        pid, what, at = line.split()
+        spans.setdefault(pid + what.split("-")[0], []).append(float(at))
+    timed = [at for key, at in spans.items() if key.endswith("timed")]
+    assert len(timed) == 3
+    for start, end in timed:
+        assert not [t for t in times if start < t < end], "the compile ran beside a timing"
+    assert any(t > timed[-1][1] for t in times)  # and went on after it
+    assert sum(start < t < end for t in times for start, end in spans.values()) > 0  # set-ups
+
+
+def test_a_candidate_clearly_slower_than_the_best_keeps_its_one_time() -> None:
+    task = _program()
+    reference = run_isolated(Job(task, {}, repeats=2, cores=1))
+    assert reference.status == "ok" and len(reference.times) == 2
+    common = {"reference": reference.output, "repeats": 3, "cores": 1}
+    slow = run_isolated(Job(task, {"tile": False}, repeat_below=1e-9, **common))
+    assert slow.status == "ok" and len(slow.times) == 1 and slow.seconds == slow.times[0]
+    contender = run_isolated(Job(task, {"tile": False}, repeat_below=60.0, prune_above=60.0, **common))
+    assert contender.status == "ok" and len(contender.times) == 3
+
+
+def test_compiles_run_niced_and_their_errors_reach_the_job() -> None:
+    from polyflow.tune.worker import compile_phase
+
+    def nice_here() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    before = nice_here()
+    assert compile_phase(nice_here) == 19
+    # what the compile starts (cc, llc) inherits it
+    assert compile_phase(lambda: int(subprocess.check_output(["nice"], text=True))) == 19
+    assert nice_here() == before  # the timings run at the job's own priority
+    with pytest.raises(ZeroDivisionError):
+        compile_phase(lambda: 1 // 0)
+    # this process leads no session of its own: a timing must never stop its group (pytest's)
+    assert not (COMPILING / str(os.getpid())).exists()
+    assert compile_phase(lambda: (COMPILING / str(os.getpid())).exists()) is False
 
 
 def test_outputs_are_compared_word_by_word_with_a_tolerance() -> None:

@@ -239,7 +239,7 @@ def _jobs(workers: Any) -> list[psutil.Process]:
             continue
         for child in children:
             with contextlib.suppress(psutil.Error):
-                if "polyflow.tune.worker" in " ".join(child.cmdline()) and child.status() != psutil.STATUS_ZOMBIE:
+                if "job_start.py" in " ".join(child.cmdline()) and child.status() != psutil.STATUS_ZOMBIE:
                     found.append(child)
     return found
 

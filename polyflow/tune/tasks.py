@@ -68,13 +68,80 @@ class CompileFacts:
 
 # ----- C programs
 
-_TIMING_SHIM_HEAD = """#include <stdio.h>
+# The shim's clock, and its taking of the cores: the job holds them shared while the program
+# sets up (polyflow/tune/worker.py) and passes the lock files' descriptors; at the first call
+# of a tuned function the program takes them exclusively (through the gate, so that no new
+# shared holder comes in while it waits), keeps them to its end, and stops the compiles
+# registered in the worker's COMPILING directory (the job lets them go on when it ends).
+_TIMING_SHIM_HEAD = """#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
 #include <time.h>
+#include <unistd.h>
 static double polyflow_tune_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+static unsigned long long polyflow_tune_started(long pid) {
+  char path[64], text[2048];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  char *p = strrchr(text, ')');
+  if (!p) return 0;
+  p += 2;
+  for (int field = 3; *p && field < 22; p++)
+    if (*p == ' ') field++;
+  return strtoull(p, NULL, 10);
+}
+static void polyflow_tune_stop_compiles(void) {
+  const char *dir = getenv("POLYFLOW_TUNE_COMPILING");
+  DIR *d = dir ? opendir(dir) : NULL;
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    char *end, path[4096];
+    long pgid = strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end || pgid <= 1 || pgid == (long)getpgrp()) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    unsigned long long started = 0;
+    int read = fscanf(f, "%llu", &started);
+    fclose(f);
+    if (read == 1 && started && polyflow_tune_started(pgid) == started) kill(-(pid_t)pgid, SIGSTOP);
+  }
+  closedir(d);
+}
+static int polyflow_tune_exclusive;
+static void polyflow_tune_take_cores(void) {
+  if (__atomic_exchange_n(&polyflow_tune_exclusive, 1, __ATOMIC_ACQ_REL)) return;
+  const char *fds = getenv("POLYFLOW_TUNE_LOCK_FDS");
+  const char *gate_path = getenv("POLYFLOW_TUNE_GATE");
+  if (!fds || !*fds || !gate_path) return;
+  int list[1024], n = 0;
+  for (const char *p = fds; *p && n < 1024;) {
+    char *end;
+    long fd = strtol(p, &end, 10);
+    if (end == p) break;
+    list[n++] = (int)fd;
+    p = *end == ',' ? end + 1 : end;
+  }
+  for (int i = 0; i < n; i++) flock(list[i], LOCK_UN);
+  int gate = open(gate_path, O_RDWR | O_CREAT, 0666);
+  if (gate >= 0) while (flock(gate, LOCK_EX) != 0 && errno == EINTR) {}
+  for (int i = 0; i < n; i++) while (flock(list[i], LOCK_EX) != 0 && errno == EINTR) {}
+  polyflow_tune_stop_compiles();
+  if (gate >= 0) { flock(gate, LOCK_UN); close(gate); }
 }
 """
 
@@ -93,6 +160,8 @@ class CProgram:
     source_dir: str | None = None
 
     kind = "c"
+    # its timing shim takes the cores exclusively when the timed part starts (worker.py)
+    takes_cores_itself = True
 
     @property
     def entry(self) -> str:
@@ -140,7 +209,8 @@ class CProgram:
                 f"{p.strip()} {n}" for p, n in zip(params.split(","), names, strict=False)
             ) or "void"
             call = f"__real_{entry}({', '.join(names)})"
-            body = (
+            take = "if (!polyflow_tune_exclusive) polyflow_tune_take_cores(); "
+            body = take + (
                 f"double t0 = polyflow_tune_now(); {call}; "
                 if ret == "void"
                 else f"double t0 = polyflow_tune_now(); {ret} r = {call}; "
@@ -195,6 +265,16 @@ class CProgram:
         times = exe.parent / "times.txt"
         times.unlink(missing_ok=True)
         env = {**os.environ, "POLYFLOW_TUNE_TIMES": str(times), "OMP_NUM_THREADS": str(len(cores))}
+        lock_fds: tuple[int, ...] = getattr(cores, "lock_fds", ())
+        if lock_fds and getattr(cores, "shared", False):
+            from polyflow.tune.core_locks import COMPILING, GATE
+
+            env["POLYFLOW_TUNE_LOCK_FDS"] = ",".join(map(str, lock_fds))
+            env["POLYFLOW_TUNE_GATE"] = str(GATE)
+            if getattr(cores, "stops_compiles", True):
+                env["POLYFLOW_TUNE_COMPILING"] = str(COMPILING)
+        else:
+            lock_fds = ()
         try:
             proc = subprocess.run(
                 [str(exe), *self.args],
@@ -202,6 +282,7 @@ class CProgram:
                 text=True,
                 env=env,
                 cwd=exe.parent,
+                pass_fds=lock_fds,
                 timeout=timeout,  # pinned to `cores`: the job process is (core_slots)
                 check=False,
             )

@@ -6,8 +6,10 @@
 2. The search proposes genomes; each new build (canonically distinct choices) runs as a job on
    the executor, as many at once as it has slots. A candidate whose output differs from the
    reference is discarded and reported ("wrong"), never kept; one whose first run takes more
-   than `prune_factor` times the best so far is not run again ("pruned"); crashes, compile
-   errors and timeouts cost that candidate only.
+   than `prune_factor` times the best so far is not run again ("pruned"), one whose first
+   run takes more than `repeat_factor` times the best keeps that time (it is no contender: the
+   runs that would not change that go to other candidates); crashes, compile errors and
+   timeouts cost that candidate only.
 3. When the budget (seconds, or candidates) is spent, the three fastest are each measured
    again against the default in one job, runs alternating; the best of those ratios is the
    result: where none is faster then, the defaults stay (no choices are stored).
@@ -151,6 +153,7 @@ def tune(
     repeats: int = 3,
     cores: int | None = None,
     prune_factor: float = 10.0,
+    repeat_factor: float = 1.5,
     compile_only: bool = False,
     limits: Limits | None = None,
     seed: int = 0,
@@ -212,8 +215,8 @@ def tune(
         )
         result.history.append((time.perf_counter() - start, default.seconds or 0.0))
         _search_loop(
-            result, searcher, executor, job, start, remaining, max_candidates, prune_factor,
-            progress, cancelled, compile_only,
+            result, searcher, executor, job, start, remaining, max_candidates,
+            (prune_factor, repeat_factor), progress, cancelled, compile_only,
         )
         if remeasure and result.best_choices and not compile_only and not _stopped(cancelled):
             _remeasure(result, executor, job, repeats)
@@ -238,7 +241,7 @@ def _search_loop(
     start: float,
     remaining: Callable[[], float | None],
     max_candidates: int | None,
-    prune_factor: float,
+    factors: tuple[float, float],
     progress: Callable[[Progress], None] | None,
     cancelled: Callable[[], bool] | None,
     compile_only: bool,
@@ -283,12 +286,20 @@ def _search_loop(
                 continue
             exhausted = 0
             choices = space.choices(genome)
+            prune_factor, repeat_factor = factors
             prune = None if best is None or compile_only else best * prune_factor
+            repeat_below = None if best is None or compile_only else best * repeat_factor
             # a run past the pruning line is stopped there: on a kernel of seconds, a bad
             # candidate would otherwise take minutes of the budget to be pruned
             run_timeout = 600.0 if best is None else max(2.0, best * prune_factor * 1.2)
             future = executor.submit(
-                job(choices, reference=result.default.output, prune_above=prune, run_timeout=run_timeout)
+                job(
+                    choices,
+                    reference=result.default.output,
+                    prune_above=prune,
+                    repeat_below=repeat_below,
+                    run_timeout=run_timeout,
+                )
             )
             in_flight[future] = (name, choices)
             waiting[name] = [genome]

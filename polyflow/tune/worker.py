@@ -1,20 +1,17 @@
 """One candidate's evaluation, in a process of its own: build, run, check, time.
 
-`run_isolated(job)` runs `python -m polyflow.tune.worker JOB RESULT` in a fresh scratch
+`run_isolated(job)` runs `python job_start.py JOB RESULT` (then this module) in a fresh scratch
 directory, in its own session, under the job's time limit and `Limits` (CPU time, memory,
 file size; with `clean_env`, none of the caller's environment but PATH): a candidate that
 crashes the compiler, crashes when run, or hangs costs that candidate only. Both executors
 (local processes, Dask workers) call it.
 
-Timings never share a core: a run takes `cores` cores machine-wide (lock files in
-`CORE_LOCK_DIR`, one per core, held with `flock` for the run), is pinned to them and runs that
-many OpenMP threads. Compiles take no lock, so they overlap each other and other timings.
+Timings hold their cores and stop the compiles beside them: `core_locks.py`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import pickle
 import resource
@@ -26,12 +23,20 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-CORE_LOCK_DIR = Path("/tmp/polyflow-tune-cores")
+from polyflow.tune.core_locks import (
+    core_slots,
+    register_compiling,
+    unregister_compiling,
+)
+
+T = TypeVar("T")
+
+JOB_START = Path(__file__).resolve().with_name("job_start.py")  # a job process's first code
 
 # what a job's result says of its candidate
 STATUSES = ("ok", "wrong", "pruned", "failed", "timeout")
@@ -54,8 +59,10 @@ class Job:
     """One candidate to evaluate: the task, the options fields it sets (`choices`), how to
     time it (`repeats` runs, best taken; `cores` cores each; a run past `run_timeout` fails),
     the default build's output to check it against (None: this is the default build, whose
-    output is the reference), `prune_above` (stop after one run slower than this), and
-    `compile_only` (the fitness is the compile time: no run)."""
+    output is the reference), `prune_above` (stop after one run slower than this: "pruned"),
+    `repeat_below` (run again only after a first run faster than this: a candidate clearly
+    slower than the best keeps its one time), and `compile_only` (the fitness is the compile
+    time: no run)."""
 
     task: Any
     choices: dict[str, Any]
@@ -66,6 +73,7 @@ class Job:
     reference: Any = None
     rtol: float = 1e-9
     prune_above: float | None = None
+    repeat_below: float | None = None
     compile_only: bool = False
     want_facts: bool = False
     compare_with: dict[str, Any] | None = None  # re-measure against these choices, alternating
@@ -99,7 +107,7 @@ def run_job(job: Job, scratch: Path) -> JobResult:
     task = job.task
     options = apply(task.base_options(), job.choices).model_copy(update={"tuned": False})
     try:
-        built = task.build(options, scratch / "candidate")
+        built = compile_phase(lambda: task.build(options, scratch / "candidate"))
     except CompileError as exc:
         return JobResult("failed", message=f"compile error: {exc}")
     except Exception as exc:  # a compiler bug: this candidate fails, the tuning goes on
@@ -108,7 +116,7 @@ def run_job(job: Job, scratch: Path) -> JobResult:
     result = JobResult("ok", compile_seconds=compile_seconds)
     if job.want_facts:
         try:
-            result.facts = task.facts(built, options)
+            result.facts = compile_phase(lambda: task.facts(built, options))
         except Exception as exc:
             result.message = f"no loop facts: {_last_line(exc)}"
     if job.compile_only:
@@ -119,30 +127,46 @@ def run_job(job: Job, scratch: Path) -> JobResult:
     if job.compare_with is not None:
         base_options = apply(task.base_options(), job.compare_with).model_copy(update={"tuned": False})
         try:
-            baseline = task.build(base_options, scratch / "baseline")
+            baseline = compile_phase(lambda: task.build(base_options, scratch / "baseline"))
         except Exception as exc:
             return JobResult("failed", message=f"the baseline did not build: {_last_line(exc)}")
+    # A program takes its cores exclusively itself, when its timed part starts (CProgram)
+    shared = bool(getattr(task, "takes_cores_itself", False))
+    unregister_compiling()
+
+    # A build that runs one thread is timed on one core: the others stay free for compiles
+    # (which a timing on every core stops). A re-measure keeps the cores of both builds.
+    count = job.cores
+    if baseline is None and (not options.parallel or options.threads == 1):
+        count = 1
+
+    def run(candidate: Any) -> Any:
+        with core_slots(count, shared=shared) as cores:
+            return task.run(candidate, cores, job.run_timeout)
+
     try:
-        with core_slots(job.cores) as cores:
-            first = task.run(built, cores, job.run_timeout)
-            if job.reference is not None:
-                differs = task.compare(first.output, job.reference, job.rtol)
-                if differs is not None:
-                    return JobResult("wrong", first.seconds, [first.seconds], compile_seconds, differs)
-            outputs = [first.output]
-            result.times = [first.seconds]
-            if job.prune_above is not None and first.seconds > job.prune_above:
-                result.status, result.seconds = "pruned", first.seconds
-                result.message = f"first run {first.seconds:.4g} s > {job.prune_above:.4g} s"
-                return result
-            baselines: list[float] = []
-            for _ in range(job.repeats - 1 if baseline is None else job.repeats):
-                if baseline is not None:
-                    baselines.append(task.run(baseline, cores, job.run_timeout).seconds)
-                again = task.run(built, cores, job.run_timeout)
-                result.times.append(again.seconds)
-                if job.reference is None:
-                    outputs.append(again.output)
+        first = run(built)
+        if job.reference is not None:
+            differs = task.compare(first.output, job.reference, job.rtol)
+            if differs is not None:
+                return JobResult("wrong", first.seconds, [first.seconds], compile_seconds, differs)
+        outputs = [first.output]
+        result.times = [first.seconds]
+        if job.prune_above is not None and first.seconds > job.prune_above:
+            result.status, result.seconds = "pruned", first.seconds
+            result.message = f"first run {first.seconds:.4g} s > {job.prune_above:.4g} s"
+            return result
+        baselines: list[float] = []
+        again_runs = job.repeats - 1 if baseline is None else job.repeats
+        if job.repeat_below is not None and first.seconds > job.repeat_below:
+            again_runs = 0
+        for _ in range(again_runs):
+            if baseline is not None:
+                baselines.append(run(baseline).seconds)
+            again = run(built)
+            result.times.append(again.seconds)
+            if job.reference is None:
+                outputs.append(again.output)
     except RunFailed as exc:
         return JobResult(
             "timeout" if exc.timed_out else "failed",
@@ -163,52 +187,36 @@ def run_job(job: Job, scratch: Path) -> JobResult:
     return result
 
 
+def compile_phase(work: Callable[[], T]) -> T:
+    """`work()` (a compile) in a thread of nice 19, as what it starts (cc, llc), with this job's
+    process group registered in `COMPILING` while it runs (when this process leads its own
+    session, as `run_isolated` starts jobs): a timing on these cores stops it meanwhile."""
+    outcome: dict[str, Any] = {}
+
+    def niced() -> None:
+        with contextlib.suppress(OSError):  # Linux: the nice value is the thread's
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:  # re-raised in the caller's thread
+            outcome["error"] = exc
+
+    registered = register_compiling()
+    try:
+        thread = threading.Thread(target=niced, name="polyflow-tune-compile")
+        thread.start()
+        thread.join()
+    finally:
+        if registered:
+            unregister_compiling()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]  # type: ignore[no-any-return]
+
+
 def _last_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[-1] if text else ''}"
-
-
-@contextlib.contextmanager
-def core_slots(count: int) -> Iterator[list[int]]:
-    """Hold `count` of this process's cores (at most all of them) for a timing, machine-wide:
-    wait until that many core locks are free, take them, pin this process to those cores."""
-    allowed = sorted(os.sched_getaffinity(0))
-    count = max(1, min(count, len(allowed)))
-    CORE_LOCK_DIR.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(OSError):
-        CORE_LOCK_DIR.chmod(0o1777)
-    held: list[tuple[int, int]] = []
-    delay = 0.005
-    while True:
-        for core in allowed:
-            path = CORE_LOCK_DIR / f"core{core}.lock"
-            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                continue
-            held.append((core, fd))
-            if len(held) == count:
-                break
-        if len(held) == count:
-            break
-        for _, fd in held:  # all or nothing: two jobs holding half each would wait forever
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-        held = []
-        time.sleep(delay)
-        delay = min(delay * 2, 0.1)
-    cores = [core for core, _ in held]
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, cores)
-    try:
-        yield cores
-    finally:
-        os.sched_setaffinity(0, before)
-        for _, fd in held:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
 
 
 def run_isolated(job: Job) -> JobResult:
@@ -221,7 +229,7 @@ def run_isolated(job: Job) -> JobResult:
         job_path.write_bytes(pickle.dumps(job))
         env = _environment(job, scratch)
         process = subprocess.Popen(
-            [sys.executable, "-m", "polyflow.tune.worker", str(job_path), str(result_path), str(os.getpid())],
+            [sys.executable, str(JOB_START), str(job_path), str(result_path), str(os.getpid())],
             cwd=scratch,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -308,10 +316,13 @@ def _end_with_parent(parent: int, scratch: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m polyflow.tune.worker JOB RESULT [PARENT]`: evaluate the pickled job, pickle
-    the result; end early where the process PARENT dies (`_end_with_parent`)."""
+    """`python -m polyflow.tune.worker JOB RESULT [PARENT]` (or job_start.py, which registers
+    the job as a compile first): evaluate the pickled job, pickle the result; end early where
+    the process PARENT dies (`_end_with_parent`)."""
     args = argv if argv is not None else sys.argv[1:]
     job_path, result_path = args[:2]
+    # from its start to its first timing, the job is a compile that timings stop
+    register_compiling()
     if len(args) > 2:
         _end_with_parent(int(args[2]), Path(job_path).parent)
     job: Job = pickle.loads(Path(job_path).read_bytes())
@@ -327,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         result = JobResult("failed", message="worker error: " + traceback.format_exc(limit=-3))
     import socket
 
+    unregister_compiling()
     result.worker = socket.gethostname() + f":{os.getppid()}"
     tmp = Path(result_path).with_suffix(".tmp")
     tmp.write_bytes(pickle.dumps(result))
