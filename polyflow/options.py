@@ -284,6 +284,13 @@ class Options(BaseModel):
         "up to CUDA's limits); blocks then loop over the rest",
         json_schema_extra=_cli(metavar="X[,Y[,Z]]", group=_GPU),
     )
+    gpu_register_tile: tuple[int, ...] | None = Field(
+        default=None,
+        description="points each GPU thread computes along x, y of a reduction's band, its "
+        "partial sums in registers and each value it loads serving them all (None: 4,4; 4,2; "
+        "2,2; 2,1, the first that leaves a wave of blocks; 1: one point)",
+        json_schema_extra=_cli(metavar="X[,Y]", group=_GPU),
+    )
     gpu_arch: str = Field(
         default="sm_90",
         description="the GPU architecture PTX is generated for (sm_XY, e.g. sm_80, sm_90)",
@@ -357,6 +364,13 @@ class Options(BaseModel):
             return None
         if not 1 <= len(sizes) <= 3 or min(sizes) <= 0:
             raise ValueError("give one to three positive sizes (x, y, z)")
+        return sizes
+
+    @field_validator("gpu_register_tile")
+    @classmethod
+    def _register_tile(cls, sizes: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if sizes is not None and (not 1 <= len(sizes) <= 2 or not all(1 <= s <= 8 for s in sizes)):
+            raise ValueError("give one or two points per thread (x, y), each 1 to 8")
         return sizes
 
     @field_validator("block")

@@ -730,6 +730,20 @@ def test_full_tiles_give_each_thread_a_register_tile(monkeypatch: pytest.MonkeyP
     assert _kernel_remark(fn).data["register_tile"] == []
 
 
+@pytest.mark.parametrize("wanted,made", [((2, 1), [2, 1]), ((1, 4), [1, 4]), ((8, 2), [8, 2]),
+                                         ((1,), []), ((3, 1), [])])  # fmt: skip
+def test_the_register_tile_is_an_option(wanted: tuple[int, ...], made: list[int]) -> None:
+    # (the tuner's choice: points per thread along x, y; 1 or a shape that leaves a partial tile
+    # (64 / (32 x 3)): one point per thread)
+    fn = tc.define(TMM, options=Options(opt_level=3, target="cuda", gpu_register_tile=wanted))
+    rng = np.random.default_rng(6)
+    A = rng.standard_normal((64, 24)).astype(np.float32)  # y: 8 threads
+    B = rng.standard_normal((512, 24)).astype(np.float32)  # x: 32 threads
+    C = fn.emulate(A, B)
+    assert np.allclose(C, A @ B.T, rtol=1e-5, atol=1e-5)
+    assert _kernel_remark(fn).data["register_tile"] == made
+
+
 def test_a_dropped_barrier_in_a_register_tiled_kernel_changes_the_result(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -106,6 +106,7 @@ def _map_function(
             grid=options.grid,
             shared_memory=options.shared_memory,
             reassociate=options.reassociation,
+            register_tile=options.gpu_register_tile,
         )
         if not whole:  # its arrays are the host's: copies in GPU memory for the kernels
             copy_arrays_to_device(copy)

@@ -88,16 +88,18 @@ def map_launches(
     grid: Sequence[int] | None = None,
     shared_memory: int = 0,
     reassociate: bool = False,
+    register_tile: Sequence[int] | None = None,
 ) -> list[LaunchInfo]:
     """Turn every outermost `scf.parallel` band of `fn` into a `gpu.launch` (module docstring),
     promoting reads with reuse to at most `shared_memory` bytes of shared memory per block
     (promotion.py; 0: none), and sharing a large reduction of a small band out over a block's
-    threads (reduction.py; floating-point ones with `reassociate` only); returns what each
+    threads (reduction.py; floating-point ones with `reassociate` only); `register_tile`
+    (points per thread by axis, x first) instead of `REGISTER_TILES`' choice; returns what each
     launch maps, in program order."""
     bands = list(_outermost_parallels(fn))
     launches: list[LaunchInfo] = []
     for band in bands:
-        launches += _launches(band, block, grid, shared_memory, reassociate)
+        launches += _launches(band, block, grid, shared_memory, reassociate, register_tile)
     _device_allocations(fn)
     return launches
 
@@ -108,13 +110,14 @@ def _launches(
     grid: Sequence[int] | None,
     shared_memory: int,
     reassociate: bool,
+    register_tile: Sequence[int] | None = None,
 ) -> list[LaunchInfo]:
     """The launch of one band; for a band whose size is known only when the program runs and
     whose body qualifies for tree reductions, both kernels, the host choosing by the band's
     size (`MAX_POINTS_FOR_TREE`)."""
     band = _band(outer)
     if _tree_reduction(band, reassociate, unknown_size=True) is None:
-        return [_launch(outer, block, grid, shared_memory, reassociate)]
+        return [_launch(outer, block, grid, shared_memory, reassociate, register_tile)]
     loc = outer.location
     with ir.InsertionPoint(outer), loc:
         points = index_value(1)
@@ -136,7 +139,7 @@ def _launches(
     assert loops is not None  # a copy qualifies as the original did
     tree = _tree_launch(copy, copy_band, loops, block, grid, LaunchInfo(loc))
     tree.chosen_below = MAX_POINTS_FOR_TREE
-    return [tree, _launch(outer, block, grid, shared_memory, reassociate)]
+    return [tree, _launch(outer, block, grid, shared_memory, reassociate, register_tile)]
 
 
 def _outermost_parallels(op: ir.Operation) -> list[ir.Operation]:
@@ -214,6 +217,7 @@ def _launch(
     grid: Sequence[int] | None,
     shared_memory: int,
     reassociate: bool = False,
+    register_tile: Sequence[int] | None = None,
 ) -> LaunchInfo:
     band = _band(outer)  # (a second call finds the ops between its loops hoisted already)
     info = LaunchInfo(outer.location)
@@ -244,7 +248,11 @@ def _launch(
             trip is not None and trip % size == 0
             for trip, size in zip(known[:depth], threads, strict=True)
         )
-        factors = _register_tile(band, known[:depth], threads, steps[:depth]) if full else None
+        factors = (
+            _register_tile(band, known[:depth], threads, steps[:depth], register_tile)
+            if full
+            else None
+        )
         tile_sizes = [size * f for size, f in zip(threads, factors or [1] * depth, strict=True)]
         caps = [
             min(grid[k], GRID_LIMITS[k]) if grid is not None and k < len(grid) else GRID_LIMITS[k]
@@ -361,13 +369,24 @@ def _register_tile(
     trips: list[int | None],
     threads: list[int],
     steps: list[ir.Value],
+    wanted: Sequence[int] | None = None,
 ) -> list[int] | None:
-    """Points per thread by axis (x first; `REGISTER_TILES`) for a band whose point body is a
-    jammable reduction (register_tiles.py) and whose tiles would all be full; None for one."""
+    """Points per thread by axis (x first; `wanted`, else the first of `REGISTER_TILES` that
+    leaves a wave of blocks) for a band whose point body is a jammable reduction
+    (register_tiles.py) and whose tiles would all be full; None for one point (also where the
+    tiles `wanted` would not all be full)."""
     if len(band) > 2 or jammable_loop(band[-1].regions[0].blocks[0], band[0]) is None:
         return None
     if any(index_constant(step) is None for step in steps):
         return None
+    if wanted is not None:
+        factors = [*wanted[: len(band)], *[1] * (len(band) - len(wanted))]
+        if all(f == 1 for f in factors):
+            return None
+        for trip, size, factor in zip(trips, threads, factors, strict=True):
+            if trip is None or trip % (size * factor):
+                return None
+        return factors
     for choice in REGISTER_TILES:
         factors = list(choice[: len(band)])
         blocks = 1

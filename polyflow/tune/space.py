@@ -6,7 +6,8 @@ of two and the divisors of its loop extents near them (or untiled, or the compil
 choice); fusion; the scheduler preset; statement and index splitting; the contraction
 micro-kernel's shape and tiles (only where the default build made one); parallelization
 (loops, the smallest parallel trip, threads; reductions where floats may be reassociated);
-wavefronts; for `cuda` the block and grid shapes and the shared memory for promotion.
+wavefronts; for `cuda` the block and grid shapes, the shared memory for promotion and the
+register tiles (points per thread, their sums in registers: unroll-and-jam of the threads).
 
 A candidate is a genome: one choice index per parameter. `choices(genome)` decodes it into the
 `Options` fields it sets, canonically: a field that cannot matter under the others (tile sizes
@@ -266,3 +267,5 @@ def _gpu_parameters(space: OptionSpace, base: Options, facts: CompileFacts, add:
     add("block", *blocks)
     add("grid", None, (132,), (264,), (528,))
     add("shared_memory", base.shared_memory, 0, 96 * 1024)
+    # points per thread of a reduction's band (register tiles; None: the mapper's choice)
+    add("gpu_register_tile", None, (1,), (2, 1), (2, 2), (4, 2), (4, 4), (8, 2))
