@@ -34,7 +34,7 @@ import polyflow
 from polyflow.tune.executors import DaskExecutor
 from polyflow.tune.space import apply
 from polyflow.tune.tasks import CProgram
-from polyflow.tune.tuner import TuneResult, tune
+from polyflow.tune.tuner import TuneError, TuneResult, tune
 from polyflow.tune.worker import STATUSES
 
 DASK = Path(sys.executable).parent / "dask"
@@ -403,3 +403,23 @@ def test_local_cluster_client(tmp_path: Path) -> None:
         check_accounted(result, 5)
         assert ran_on(result) <= pids and ran_on(result), [c.result.worker for c in result.candidates]
         assert not [c for c in result.candidates if c.result.status == "failed"], result.counts()
+
+
+def test_a_cluster_without_workers_fails_the_tuning_instead_of_waiting(tmp_path: Path) -> None:
+    """A scheduler with no worker (all of them died, none started): the jobs fail after
+    `no_workers_timeout` and the tuning ends with the reason, rather than wait forever."""
+    with (
+        LocalCluster(
+            processes=True, n_workers=0, dashboard_address=None, host="127.0.0.1",
+            local_directory=str(tmp_path / "dask"),
+        ) as local,
+        Client(local, set_as_default=False) as client,
+    ):
+        executor = DaskExecutor(client, no_workers_timeout=2.0)
+        start = time.monotonic()
+        try:
+            with pytest.raises(TuneError, match="no Dask worker for"):
+                tune(stencil_task(), max_candidates=3, budget=None, executor=executor, remeasure=False)
+        finally:
+            executor.close()
+        assert time.monotonic() - start < 30

@@ -63,9 +63,18 @@ class DaskExecutor:
     `distributed.scheduler.allowed-failures`, 3), when it gives the job up (`KilledWorker`). A
     job given up, cancelled (the client closed, the scheduler lost) or whose task raised is a
     failed candidate, never an exception; `retries`: how many times a task that raised (not a
-    candidate's failure: `run_isolated` reports those) is run again."""
+    candidate's failure: `run_isolated` reports those) is run again. While the cluster has had
+    no worker for `no_workers_timeout` seconds, its jobs fail ("no Dask worker"), rather than
+    wait for one forever (a tuning of N candidates without a time budget would)."""
 
-    def __init__(self, address: str | Any, *, retries: int = 3, min_slots: int = 1) -> None:
+    def __init__(
+        self,
+        address: str | Any,
+        *,
+        retries: int = 3,
+        min_slots: int = 1,
+        no_workers_timeout: float = 120.0,
+    ) -> None:
         try:
             import distributed
         except ImportError as exc:
@@ -79,8 +88,12 @@ class DaskExecutor:
             self._client, self._own_client = address, False
         self.retries = retries
         self.min_slots = max(1, min_slots)
-        self._pending: set[Any] = set()  # the tasks submitted and not finished
+        self.no_workers_timeout = no_workers_timeout
+        # the tasks submitted and not finished, with the futures their results go to
+        self._pending: dict[Any, concurrent.futures.Future[JobResult]] = {}
         self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._watchdog: threading.Thread | None = None
         nthreads = self._client.nthreads()
         threads = sum(nthreads.values())
         self.slots = max(self.min_slots, threads)
@@ -93,11 +106,16 @@ class DaskExecutor:
         # pure=False: the same candidate submitted twice (a re-measure) runs twice
         task = self._client.submit(run_isolated, job, pure=False, retries=self.retries)
         with self._lock:
-            self._pending.add(task)
+            self._pending[task] = done
+            if self._watchdog is None:
+                self._watchdog = threading.Thread(
+                    target=self._watch_workers, name="tune-dask-watchdog", daemon=True
+                )
+                self._watchdog.start()
 
         def finished(task: Any) -> None:  # in Dask's callback thread
             with self._lock:
-                self._pending.discard(task)
+                self._pending.pop(task, None)
             try:
                 result = task.result()
             except BaseException as exc:  # KilledWorker, CancelledError, the task's own error
@@ -107,6 +125,33 @@ class DaskExecutor:
 
         task.add_done_callback(finished)
         return done
+
+    def _watch_workers(self) -> None:
+        """Fail the pending jobs while the cluster has had no worker for `no_workers_timeout`."""
+        import time
+
+        since: float | None = None
+        while not self._closed.wait(min(2.0, self.no_workers_timeout / 4)):
+            try:
+                workers = len(self._client.nthreads())
+            except (OSError, TimeoutError):  # the scheduler unreachable: as good as no worker
+                workers = 0
+            if workers:
+                since = None
+                continue
+            since = since if since is not None else time.monotonic()
+            waited = time.monotonic() - since
+            if waited < self.no_workers_timeout:
+                continue
+            with self._lock:
+                stranded = list(self._pending.items())
+                self._pending.clear()
+            message = f"no Dask worker for {waited:.0f} s: the job was not run"
+            for task, done in stranded:
+                with contextlib.suppress(Exception):
+                    task.cancel()
+                with contextlib.suppress(concurrent.futures.InvalidStateError):
+                    done.set_result(JobResult("failed", message=message))
 
     def refresh_slots(self) -> int:
         """The cluster's worker threads now (at least `min_slots`); the count so far while the
@@ -121,6 +166,7 @@ class DaskExecutor:
     def close(self) -> None:
         """Cancel the jobs still queued or running (nobody waits for them), and close the
         client where this executor opened it."""
+        self._closed.set()
         with self._lock:
             pending = list(self._pending)
         if pending:
