@@ -203,6 +203,31 @@ def test_fp_contract_controls_fused_multiply_add(
     assert ("vfmadd" in disassembly) == expect_fma
 
 
+@pytest.mark.parametrize("contract,expect_fma", [("fast", True), ("off", False)])
+def test_fp_contract_holds_for_the_rest_of_the_program_too(
+    tmp_path: Path, contract: str, expect_fma: bool
+) -> None:
+    """The parts of a program the C compiler builds (main here) follow -ffp-contract as well."""
+    src = tmp_path / "prog.c"
+    src.write_text(
+        "#include <stdio.h>\n#include <stdlib.h>\n"
+        "static double x[64], y[64];\n"
+        "void scale(int n, double a) { for (int i = 0; i < n; i++) y[i] = a * y[i]; }\n"
+        "int main(int argc, char **argv) {\n"
+        "  double a = argc > 1 ? atof(argv[1]) : 0.1;\n"
+        "  for (int i = 0; i < 64; i++) { x[i] = i * 0.1; y[i] = a * x[i] + 1.0 / (i + 3); }\n"
+        "  scale(64, a);\n"
+        "  printf(\"%.17g\\n\", y[5]);\n  return 0;\n}\n"
+    )
+    exe = tmp_path / "prog"
+    argv = ["build", str(src), "-o", str(exe), "-march=haswell", f"-ffp-contract={contract}"]
+    assert main(argv) == 0
+    disassembly = subprocess.run(
+        ["objdump", "-d", str(exe)], capture_output=True, text=True, check=True
+    ).stdout
+    assert ("vfmadd" in disassembly) == expect_fma
+
+
 def test_every_option_has_one_flag_derived_from_the_model() -> None:
     """The command line is derived from `Options`: each field is a flag (unless its metadata
     says the command line does not offer it), with the model's help text and default."""

@@ -569,12 +569,14 @@ class _RestCompile:
 
 
 def fp_flags(options: Options) -> list[str]:
-    """gcc's flags for the floating-point contract `options` ask for (C's, by default)."""
+    """gcc's flags for the floating-point contract `options` ask for (C's, by default; no
+    fused multiply-adds in the C compiler's part either with `fp_contract` off)."""
     if options.fast_math:
         return ["-ffast-math"]
+    contract = ["-ffp-contract=off"] if options.fp_contract == "off" else []
     if options.associative_math:  # gcc reassociates only without signed zeros and traps
-        return ["-fassociative-math", "-fno-signed-zeros", "-fno-trapping-math"]
-    return []
+        return ["-fassociative-math", "-fno-signed-zeros", "-fno-trapping-math", *contract]
+    return contract
 
 
 def _rest_command(
