@@ -17,7 +17,8 @@ timed kernel slows it (2mm on 2 cores: up to 2x, even at nice 19: the kernel's t
 for each other at every barrier), so a job that compiles registers its process group in
 `COMPILING` (`compile_phase`), and whoever holds cores exclusively stops the registered groups
 (SIGSTOP) until it lets them go (SIGCONT, `resume_compiles`, while it still holds them). A job
-is registered from its start (loading the compiler) to its first timing. (Where timings take
+is registered from its start (loading the compiler) to its first timing, and again after its
+last (its teardown). (Where timings take
 fewer cores than the machine has, one ending lets the compiles go on beside another still
 running.) Compiles also run at nice 19.
 """
@@ -108,10 +109,11 @@ def core_slots(count: int, *, shared: bool = False) -> Iterator[HeldCores]:
             os.close(fd)
 
 
-def register_compiling() -> bool:
+def register_compiling(*, wait: bool = True) -> bool:
     """Register this process's group as compiling (see the module docstring), unless it is
     already or this process leads no session of its own (a test runner's, a shell's group is
-    never stopped); then wait for a timing that began before. Whether it registered now."""
+    never stopped); then (`wait`) wait for a timing that began before. Whether it registered
+    now."""
     pid = os.getpid()
     entry = COMPILING / str(pid)
     if os.getpgid(0) != pid or os.getsid(0) != pid or entry.exists():
@@ -125,7 +127,8 @@ def register_compiling() -> bool:
     partial = entry.with_name(f".{pid}")  # whole or absent for a timing that reads it
     partial.write_text(f"{started}\n")
     partial.replace(entry)
-    _wait_for_timings()  # one that took its cores before this registered would not stop it
+    if wait:
+        _wait_for_timings()  # one that took its cores before this registered would not stop it
     return True
 
 

@@ -132,9 +132,11 @@ class DaskExecutor:
 
         since: float | None = None
         while not self._closed.wait(min(2.0, self.no_workers_timeout / 4)):
+            if self._client.status in ("closing", "closed"):
+                return  # its owner closed the client without closing this executor
             try:
                 workers = len(self._client.nthreads())
-            except (OSError, TimeoutError):  # the scheduler unreachable: as good as no worker
+            except Exception:  # the scheduler unreachable: as good as no worker
                 workers = 0
             if workers:
                 since = None

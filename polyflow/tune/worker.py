@@ -60,8 +60,9 @@ class Job:
     time it (`repeats` runs, best taken; `cores` cores each; a run past `run_timeout` fails),
     the default build's output to check it against (None: this is the default build, whose
     output is the reference), `prune_above` (stop after one run slower than this: "pruned"),
-    `repeat_below` (run again only after a first run faster than this: a candidate clearly
-    slower than the best keeps its one time), and `compile_only` (the fitness is the compile
+    `repeat_below` (run again only after a first run faster than this, once more after one
+    within twice this: a candidate clearly slower than the best keeps its time), and
+    `compile_only` (the fitness is the compile
     time: no run)."""
 
     task: Any
@@ -102,7 +103,6 @@ def run_job(job: Job, scratch: Path) -> JobResult:
     """Evaluate `job` in this process (see `Job`)."""
     from polyflow.errors import CompileError
     from polyflow.tune.space import apply
-    from polyflow.tune.tasks import RunFailed
 
     task = job.task
     options = apply(task.base_options(), job.choices).model_copy(update={"tuned": False})
@@ -145,6 +145,27 @@ def run_job(job: Job, scratch: Path) -> JobResult:
             return task.run(candidate, cores, job.run_timeout)
 
     try:
+        return _timed(job, task, built, baseline, run, result)
+    finally:
+        # what is left (the result written, the compiler's teardown: a tenth of a second on a
+        # core) is stopped by another job's timing again (not waiting for one that runs: the
+        # result would wait with it)
+        register_compiling(wait=False)
+
+
+def _timed(
+    job: Job,
+    task: Any,
+    built: Any,
+    baseline: Any,
+    run: Callable[[Any], Any],
+    result: JobResult,
+) -> JobResult:
+    """The runs of `job`'s build (and of its baseline), checked and timed into `result`."""
+    from polyflow.tune.tasks import RunFailed
+
+    compile_seconds = result.compile_seconds
+    try:
         first = run(built)
         if job.reference is not None:
             differs = task.compare(first.output, job.reference, job.rtol)
@@ -159,7 +180,8 @@ def run_job(job: Job, scratch: Path) -> JobResult:
         baselines: list[float] = []
         again_runs = job.repeats - 1 if baseline is None else job.repeats
         if job.repeat_below is not None and first.seconds > job.repeat_below:
-            again_runs = 0
+            # no contender, unless its one run was unlucky: one more within twice the line
+            again_runs = min(again_runs, 1) if first.seconds <= 2 * job.repeat_below else 0
         for _ in range(again_runs):
             if baseline is not None:
                 baselines.append(run(baseline).seconds)
@@ -338,7 +360,6 @@ def main(argv: list[str] | None = None) -> int:
         result = JobResult("failed", message="worker error: " + traceback.format_exc(limit=-3))
     import socket
 
-    unregister_compiling()
     result.worker = socket.gethostname() + f":{os.getppid()}"
     tmp = Path(result_path).with_suffix(".tmp")
     tmp.write_bytes(pickle.dumps(result))
