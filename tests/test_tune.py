@@ -385,7 +385,7 @@ def test_a_compile_stops_while_a_kernel_is_timed(tmp_path: Path) -> None:
     built = task.build(Options(opt_level=3), tmp_path)
     marks, ticks = tmp_path / "marks.log", tmp_path / "compile.log"
     compiler = subprocess.Popen(
-        [sys.executable, "-c", FAKE_COMPILE, str(ticks), "2.5"], start_new_session=True
+        [sys.executable, "-c", FAKE_COMPILE, str(ticks), "4"], start_new_session=True
     )
     os.environ["MARK_LOG"] = str(marks)
     try:
