@@ -73,7 +73,8 @@ class CompileFacts:
 # of a tuned function the program takes them exclusively (through the gate, so that no new
 # shared holder comes in while it waits), keeps them to its end, and stops the compiles
 # registered in the worker's COMPILING directory (the job lets them go on when it ends).
-_TIMING_SHIM_HEAD = """#include <dirent.h>
+_TIMING_SHIM_HEAD = """#define _GNU_SOURCE /* flock, kill, getpgrp under any -std= */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

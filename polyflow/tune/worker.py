@@ -62,8 +62,7 @@ class Job:
     output is the reference), `prune_above` (stop after one run slower than this: "pruned"),
     `repeat_below` (run again only after a first run faster than this, once more after one
     within twice this: a candidate clearly slower than the best keeps its time), and
-    `compile_only` (the fitness is the compile
-    time: no run)."""
+    `compile_only` (the fitness is the compile time: no run)."""
 
     task: Any
     choices: dict[str, Any]
