@@ -276,6 +276,13 @@ static const double scale_wt[3] = {0x1p-16, 1.0, 0x1p12};
 static TYPE in[NN][NC][NH][NW], w3[NK][NC][3][3], w5[NK][NC][5][5], w1[NK][NC];
 static TYPE out3[NN][NK][NH - 2][NW - 2], sum3[NN][NK][NH - 2][NW - 2];
 static TYPE out5[1][NK][NH - 4][NW - 4], out1[NN][NK][NH][NW];
+static void fill_input(void) {
+  for (int n = 0; n < NN; n++)
+    for (int c = 0; c < NC; c++)
+      for (int h = 0; h < NH; h++)
+        for (int w = 0; w < NW; w++)
+          in[n][c][h][w] = ((n * 3 + c * 7 + h * 5 + w) % 11 - 5) * scale_in[(c + h + w) % 4];
+}
 /* TC conv2d's form: the output element updated in place */
 static void conv3(void) {
   for (int n = 0; n < NN; n++)
@@ -325,11 +332,7 @@ static void conv1(void) {
         }
 }
 int main(void) {
-  for (int n = 0; n < NN; n++)
-    for (int c = 0; c < NC; c++)
-      for (int h = 0; h < NH; h++)
-        for (int w = 0; w < NW; w++)
-          in[n][c][h][w] = ((n * 3 + c * 7 + h * 5 + w) % 11 - 5) * scale_in[(c + h + w) % 4];
+  fill_input();
   for (int k = 0; k < NK; k++)
     for (int c = 0; c < NC; c++) {
       w1[k][c] = ((k * 2 + c) % 5 - 2) * scale_wt[(k + c) % 3];
@@ -387,11 +390,7 @@ CONV_IN_ORDER = """static void conv(void) {
 LOOPS        out3[n][k][h][w] += in[n][c][h + i][w + j] * w3[k][c][i][j];
 }
 int main(void) {
-  for (int n = 0; n < NN; n++)
-    for (int c = 0; c < NC; c++)
-      for (int h = 0; h < NH; h++)
-        for (int w = 0; w < NW; w++)
-          in[n][c][h][w] = ((n * 3 + c * 7 + h * 5 + w) % 11 - 5) * scale_in[(c + h + w) % 4];
+  fill_input();
   for (int k = 0; k < NK; k++)
     for (int c = 0; c < NC; c++)
       for (int i = 0; i < 3; i++)
