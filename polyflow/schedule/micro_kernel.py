@@ -842,14 +842,15 @@ class _Emitter:
         shapes = [(self.nr, self.width)]
         if not self._vector_tails():
             return shapes
+        return shapes + [(1, w) for w in self._narrow_widths() if self.nr > 1 or w < self.width]
+
+    def _narrow_widths(self) -> list[int]:
+        """W, W/2, ... lanes, down to 128 bits (at least 2 lanes): the vectors edge columns run in."""
         bits = 32 if isinstance(self.nest.element, ir.F32Type) else 64
-        width = self.width
-        if self.nr > 1 and width > 1:
-            shapes.append((1, width))
-        while width // 2 >= 2 and (width // 2) * bits >= 128:
-            width //= 2
-            shapes.append((1, width))
-        return shapes
+        widths = [self.width]
+        while widths[-1] // 2 >= 2 and (widths[-1] // 2) * bits >= 128:
+            widths.append(widths[-1] // 2)
+        return widths
 
     def _vector_tails(self) -> bool:
         """Whether the columns after the full blocks may be read as (narrower or masked)
@@ -899,9 +900,7 @@ class _Emitter:
         self.loop(lv, start, step, full_block)
         d0, d1 = ir.AffineDimExpr.get(0), ir.AffineDimExpr.get(1)
         left = self.apply(d1 - d0, 2, 0, [start, uv])
-        bits = 32 if isinstance(self.nest.element, ir.F32Type) else 64
-        widths = [w for w in (1 << k for k in range(self.width.bit_length())) if w * bits >= 128]
-        widths = [w for w in widths if w <= self.width] or [self.width]
+        widths = self._narrow_widths()[::-1]  # fewest lanes first
         for vectors in range(self.nr):
             low = 0
             for width in widths:

@@ -47,6 +47,11 @@ class HeldCores(list[int]):
     stops_compiles: bool = True
 
 
+def _open_lock(path: Path) -> int:
+    """A descriptor of lock file `path` (made, for anyone, where missing)."""
+    return os.open(path, os.O_CREAT | os.O_RDWR, 0o666)
+
+
 @contextlib.contextmanager
 def core_slots(count: int, *, shared: bool = False) -> Iterator[HeldCores]:
     """Hold `count` of this process's cores (at most all of them) for a timing, machine-wide,
@@ -59,14 +64,13 @@ def core_slots(count: int, *, shared: bool = False) -> Iterator[HeldCores]:
         CORE_LOCK_DIR.chmod(0o1777)
     mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     held: list[tuple[int, int]] = []
-    gate = os.open(GATE, os.O_CREAT | os.O_RDWR, 0o666)
+    gate = _open_lock(GATE)
     try:
         fcntl.flock(gate, mode)
         delay = 0.005
         while True:
             for core in allowed:
-                path = CORE_LOCK_DIR / f"core{core}.lock"
-                fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)
+                fd = _open_lock(CORE_LOCK_DIR / f"core{core}.lock")
                 try:
                     fcntl.flock(fd, mode | fcntl.LOCK_NB)
                 except OSError:
@@ -139,11 +143,11 @@ def unregister_compiling() -> None:
 
 def _wait_for_timings() -> None:
     """Return when no core of this process is held exclusively (a kernel being timed)."""
-    gate = os.open(GATE, os.O_CREAT | os.O_RDWR, 0o666)
+    gate = _open_lock(GATE)
     try:
         fcntl.flock(gate, fcntl.LOCK_SH)
         for core in sorted(os.sched_getaffinity(0)):
-            fd = os.open(CORE_LOCK_DIR / f"core{core}.lock", os.O_CREAT | os.O_RDWR, 0o666)
+            fd = _open_lock(CORE_LOCK_DIR / f"core{core}.lock")
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH)
             finally:

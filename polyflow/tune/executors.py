@@ -20,6 +20,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -128,8 +129,6 @@ class DaskExecutor:
 
     def _watch_workers(self) -> None:
         """Fail the pending jobs while the cluster has had no worker for `no_workers_timeout`."""
-        import time
-
         since: float | None = None
         while not self._closed.wait(min(2.0, self.no_workers_timeout / 4)):
             if self._client.status in ("closing", "closed"):
