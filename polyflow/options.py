@@ -209,6 +209,13 @@ class Options(BaseModel):
         description="vector registers per row of that block (NR = this x the vector width)",
         json_schema_extra=_POLYHEDRAL,
     )
+    micro_kernel_transposed: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="run a micro-kernel's vectors along a loop of another subscript of the "
+        "output than its last (a convolution's output channels instead of its columns; the "
+        "reads along it packed first): auto where that fills more vector lanes",
+        json_schema_extra=_POLYHEDRAL,
+    )
     contraction_tile_rows: int = Field(
         default=384,
         ge=1,

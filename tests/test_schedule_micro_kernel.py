@@ -543,3 +543,182 @@ def test_tc_strided_and_grouped_convolutions_match_numpy() -> None:
     assert [r.data["convolution"] for r in grouped.report.remarks if r.kind == "micro-kernel"] == [
         True
     ]
+
+
+# ----- transposed blocks: vectors along the output channels (or any loop of another subscript
+# than the output's last), the reads along them packed into panels, the outputs gathered and
+# scattered
+
+
+@pytest.mark.parametrize(
+    "shape,extra",
+    [
+        ((1, 8, 32, 9, 30, 3), {}),  # 32 channels: one full block of 2 x 16
+        ((2, 5, 20, 7, 19, 3), {}),  # 20: a block of 16 + 16 masked to 4
+        ((1, 6, 37, 8, 12, 3), {"micro_kernel_rows": 4, "micro_kernel_vectors": 3}),  # 37 = 32 + 5
+        ((2, 3, 5, 6, 9, 3), {}),  # fewer channels than lanes
+        ((1, 4, 50, 11, 40, 5), {"micro_kernel_rows": 7}),  # 5x5, 36 columns = 5 x 7 + 1
+        ((2, 7, 24, 5, 6, 1), {}),  # 1x1
+    ],
+)
+def test_transposed_blocks_sum_each_element_in_source_order(
+    shape: tuple[int, int, int, int, int, int], extra: dict[str, object]
+) -> None:
+    n, c, k, h, w, kernel = shape
+    rng = np.random.default_rng(k + h)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    weight = rng.standard_normal((k, c, kernel, kernel)).astype(np.float32)
+    options = Options(
+        opt_level=3, march="native", fp_contract="off", micro_kernel_transposed="on", **extra
+    )
+    fn = tc.define(LIBRARY["conv2d"], "conv2d", options=options)
+    got = fn(x, weight)
+    kernels = [r.data for r in fn.report.remarks if r.kind == "micro-kernel"]
+    assert len(kernels) == 1 and kernels[0]["transposed"]
+    default = tc.define(
+        LIBRARY["conv2d"], "conv2d", options=options.model_copy(update={"micro_kernels": False})
+    )(x, weight)
+    assert np.array_equal(got, default)
+    scale = float(np.max(np.abs(default)))
+    np.testing.assert_allclose(got, _conv_reference(x, weight), rtol=0, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("element", ["double", "float"])
+def test_transposed_c_convolutions_print_gccs_digits(tmp_path: Path, element: str) -> None:
+    # the in-place update, the local sum, 5x5 and 1x1, with 7 output channels: every block
+    # is a masked one, and each element's sum still runs in the source order
+    src = tmp_path / f"conv_{element}.c"
+    src.write_text(f"#define TYPE {element}\n" + CONV_PROGRAM)
+    options = Options(opt_level=3, march="native", micro_kernel_transposed="on")
+    built = polyflow.build_program(src, tmp_path / "conv.mlir", options=options, emit="affine-opt")
+    transposed = {
+        remark.function for remark in built.report.remarks if remark.data.get("transposed")
+    }
+    assert transposed == {"conv3", "conv3_local", "conv5", "conv1"}
+    check_program_against_gcc(src, tmp_path / "run", options)
+
+
+@pytest.mark.parametrize("order", ["kcnhwij", "hwijnkc"])
+def test_transposed_c_convolutions_in_other_loop_orders_print_gccs_digits(
+    tmp_path: Path, order: str
+) -> None:
+    loops = "".join(
+        f"{'  ' * (depth + 1)}for (int {v} = 0; {v} < {CONV_LOOPS[v]}; {v}++)\n"
+        for depth, v in enumerate(order)
+    )
+    header = CONV_PROGRAM[: CONV_PROGRAM.index("/* TC conv2d's form")]
+    src = tmp_path / f"conv_{order}.c"
+    src.write_text("#define TYPE float\n" + header + CONV_IN_ORDER.replace("LOOPS", loops))
+    options = Options(opt_level=3, march="native", micro_kernel_transposed="on")
+    built = polyflow.build_program(src, tmp_path / "conv.mlir", options=options, emit="affine-opt")
+    assert [r.data["transposed"] for r in built.report.remarks if r.kind == "micro-kernel"] == [
+        True
+    ]
+    check_program_against_gcc(src, tmp_path / "run", options)
+
+
+# Sizes known only at run time: the outputs' stride comes from the array's shape, the blocks
+# left over are decided at run time.
+RUNTIME_SIZES = """#include <stdio.h>
+#include <stdlib.h>
+static void conv(int nk, int nc, int nh, int nw, double out[nk][nh][nw],
+                 double in[nc][nh + 2][nw + 2], double w[nk][nc][3][3]) {
+  for (int k = 0; k < nk; k++)
+    for (int h = 0; h < nh; h++)
+      for (int x = 0; x < nw; x++) {
+        out[k][h][x] = 0;
+        for (int c = 0; c < nc; c++)
+          for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++) out[k][h][x] += in[c][h + i][x + j] * w[k][c][i][j];
+      }
+}
+int main(int argc, char **argv) {
+  int nk = argc > 1 ? atoi(argv[1]) : 19, nc = 6, nh = 5, nw = 11;
+  double (*out)[nh][nw] = malloc(sizeof(double) * nk * nh * nw);
+  double (*in)[nh + 2][nw + 2] = malloc(sizeof(double) * nc * (nh + 2) * (nw + 2));
+  double (*w)[nc][3][3] = malloc(sizeof(double) * nk * nc * 9);
+  for (int c = 0; c < nc; c++)
+    for (int h = 0; h < nh + 2; h++)
+      for (int x = 0; x < nw + 2; x++) in[c][h][x] = (c * 7 + h * 3 + x) % 13 - 6;
+  for (int k = 0; k < nk; k++)
+    for (int c = 0; c < nc; c++)
+      for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) w[k][c][i][j] = ((k + c * 5 + i * 3 + j) % 9 - 4) * 0.125;
+  conv(nk, nc, nh, nw, out, in, w);
+  for (int k = 0; k < nk; k++)
+    for (int h = 0; h < nh; h++)
+      for (int x = 0; x < nw; x++) printf("%.17g\\n", out[k][h][x]);
+  free(out); free(in); free(w);
+  return 0;
+}
+"""
+
+
+def test_transposed_blocks_with_sizes_known_at_run_time_print_gccs_digits(tmp_path: Path) -> None:
+    src = tmp_path / "runtime_sizes.c"
+    src.write_text(RUNTIME_SIZES)
+    options = Options(opt_level=3, march="native", micro_kernel_transposed="on")
+    built = polyflow.build_program(src, tmp_path / "conv.mlir", options=options, emit="affine-opt")
+    assert [r.data["transposed"] for r in built.report.remarks if r.kind == "micro-kernel"] == [
+        True
+    ]
+    text = (tmp_path / "conv.mlir").read_text()
+    assert "vector.gather" in text and "memref.dim" in text
+    check_program_against_gcc(src, tmp_path / "run", options)
+
+
+@pytest.mark.parametrize("shape", [(5, 3, 7), (37, 29, 53), (130, 17, 20)])
+def test_transposed_matmul_matches_numpy(shape: tuple[int, int, int]) -> None:
+    # vectors along C's rows: A's columns packed, B's row elements broadcast
+    m, k, n = shape
+    rng = np.random.default_rng(m)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    options = Options(opt_level=3, march="native", micro_kernel_transposed="on")
+    fn = tc.define(LIBRARY["matmul"], "matmul", options=options)
+    got = fn(a, b)
+    assert [r.data["transposed"] for r in fn.report.remarks if r.kind == "micro-kernel"] == [True]
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "shape,transposed",
+    [
+        ((1, 32, 48, 30, 30), True),  # 28 columns fill 28 of 32 lanes, 48 channels all 48
+        ((1, 8, 48, 34, 34), False),  # 32 columns fill all lanes already
+        ((1, 8, 20, 30, 30), False),  # 20 channels fill 20 of 32
+        ((1, 2, 48, 30, 30), False),  # 18 steps of the reductions: too short for the gathers
+    ],
+)
+def test_transposed_blocks_are_chosen_where_they_fill_more_lanes(
+    shape: tuple[int, int, int, int, int], transposed: bool
+) -> None:
+    n, c, k, h, w = shape
+    x = np.ones((n, c, h, w), np.float32)
+    weight = np.ones((k, c, 3, 3), np.float32)
+    bits = vector_register_bits("native")
+    fn = tc.define(LIBRARY["conv2d"], "conv2d", options=Options(opt_level=3, march="native"))
+    np.testing.assert_array_equal(fn(x, weight), np.full((n, k, h - 2, w - 2), 9.0 * c))
+    (kernel,) = [r.data for r in fn.report.remarks if r.kind == "micro-kernel"]
+    assert kernel["transposed"] == (transposed and bits >= 256)  # 4 lanes fill 28 columns
+
+
+def test_strided_convolutions_become_transposed_blocks() -> None:
+    # `in` at 2 * w + kw is no vector along the columns, but a scalar per row of a block whose
+    # vectors run along the channels; the bias (a vector along them) is added in registers
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 8, 21, 35)).astype(np.float32)
+    weight = rng.standard_normal((20, 8, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(20).astype(np.float32)
+    options = Options(opt_level=3, march="native", fp_contract="off")
+    fn = tc.define(LIBRARY["strided_conv2d"], "strided_conv2d", options=options)
+    got = fn(x, weight, bias)
+    assert [r.data["transposed"] for r in fn.report.remarks if r.kind == "micro-kernel"] == [True]
+    default = tc.define(
+        LIBRARY["strided_conv2d"],
+        "strided_conv2d",
+        options=options.model_copy(update={"micro_kernels": False}),
+    )(x, weight, bias)
+    assert np.array_equal(got, default)
+    expected = _conv_reference(x, weight)[:, :, ::2, ::2] + bias[None, :, None, None]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)

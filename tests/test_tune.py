@@ -115,6 +115,19 @@ def test_the_space_follows_the_kernel() -> None:
     assert contraction.options(contraction.default_genome()) == Options(opt_level=3, associative_math=True)
 
 
+def test_every_choice_of_the_space_is_kept_by_the_tuning_db() -> None:
+    # a choice the DB drops would be tuned for and then silently not used by later builds
+    from polyflow.storage.tuning import TUNABLE_FIELDS
+
+    facts = CompileFacts({"micro-kernel", "wavefront", "tiled"}, 3, {64})
+    for base in (Options(opt_level=3, associative_math=True), Options(opt_level=3, target="cuda")):
+        space = option_space(base, facts)
+        for parameter in space.parameters:
+            for value in range(len(parameter.values)):
+                genome = dict(space.default_genome(), **{parameter.name: value})
+                assert set(space.choices(genome)) <= TUNABLE_FIELDS, parameter.name
+
+
 def test_choices_are_canonical() -> None:
     space = option_space(Options(opt_level=3), CompileFacts({"wavefront"}, 2, {64}))
     genome = space.default_genome()

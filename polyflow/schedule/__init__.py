@@ -462,10 +462,11 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
         bits = target_of(options.march, options.mtune).vector_bits
         # AVX and AVX-512 read and write masked vectors natively; SSE would scalarize them
         masked = str(bits >= 256).lower()
+        transposed = {"on": "true", "off": "false"}.get(options.micro_kernel_transposed, "auto")
         element = (
             f"schedule-micro-kernels{{contract={contract} vector_bits={bits} "
             f"rows={options.micro_kernel_rows} vectors={options.micro_kernel_vectors} "
-            f"masked_tails={masked}}}"
+            f"masked_tails={masked} transposed={transposed}}}"
         )
         try:
             with timer.step("micro-kernels"):

@@ -64,8 +64,25 @@ into the parts before, at and after the iterations where it can hold. The nest's
 loop stays parallel (an `scf.parallel`): u's full blocks, or the other output loop it is,
 or, if it is u and there are others, the outermost of those.
 
+Transposed blocks (`transposed`): v may instead be a loop of another subscript of X than the
+last (a convolution's output channels k, with u its columns w and the image rows h among the
+others). Every read that varies with v is then either contiguous along it and free of u (a
+bias `b[k]`: read as vectors) or becomes a panel: it may not vary with u or the others and
+must run in every iteration of the reductions; panels are laid out [column block][the
+reductions' iteration, flattened][NR·W], packed once before the other output loops (in
+parallel where the nest has a parallel loop), the last block padded with zeros. Each block
+gathers its accumulators from X (lanes a stride apart: `vector.gather` with constant offsets,
+or offsets from the array's shape), runs the reductions as above with every read that varies
+with u broadcast per row, and scatters them back; the columns left after the full blocks run
+in one block of ceil(n / W) vectors, the last masked. Why: a convolution with 28 output
+columns fills 28 of the 32 lanes of two AVX-512 vectors along w, all of them along 128
+channels (TC conv2d 1x128x28x28 on 2 cores: 1.18 → 1.07 ms, PyTorch 1.11), and a strided
+convolution, whose input is no vector along w, gets a micro-kernel at all. "auto" takes the
+transposed block where `prefer_transposed` says it fills more lanes.
+
 Options: `vector_bits` (the register width, 256 for AVX2), `rows` (MR) and `vectors` (NR),
-`masked_tails` (the scheduler sets it for registers of 256 bits or more);
+`masked_tails` (the scheduler sets it for registers of 256 bits or more), `transposed`
+("auto", "true", "false"; `Options.micro_kernel_transposed`);
 `contract` marks the new multiplies and adds `contract` so the backend fuses them (the
 scheduler passes `Options.micro_kernel_rows` and `_vectors`; tiling.py sizes the tiles of
 contractions and convolutions by `Options.contraction_tile_*`). Each nest rewritten gets a
@@ -142,6 +159,10 @@ class Contraction:
     parallel: ir.Operation | None = None  # the nest's `affine.parallel` (u or another X loop)
     # Whether some vector read slides with a reduction loop (`in[c][h + kh][w + kw]`).
     convolution: bool = False
+    # v indexes X in a subscript other than the last (`transposed` blocks): X's elements of
+    # one vector lie a stride apart (gathered and scattered once per block), and every read
+    # that varies with v comes from a panel.
+    transposed: bool = False
 
     @property
     def r(self) -> ir.Operation | None:
@@ -322,17 +343,20 @@ def _collect(ops: Sequence[ir.Operation], scan: _Scan, inside: str) -> str | Non
     return None
 
 
-def match_contraction(inner: ir.Operation, fn: ir.Operation) -> Contraction | str:
+def match_contraction(
+    inner: ir.Operation, fn: ir.Operation, *, transposed: bool = False
+) -> Contraction | str:
     """The contraction around `inner` (an innermost `affine.for`), or why not: the first that
     `_match_at` finds with `inner` or one of the `affine.for` loops around it (innermost first,
     those without results, at most `MAX_BODY_DEPTH`) as the innermost loop of the nest, the
-    loops below it being the body's. See the module docstring for what is matched."""
+    loops below it being the body's. See the module docstring for what is matched; with
+    `transposed`, v is a loop of another subscript than X's last (its reads from panels)."""
     reason: str | None = None
     tries = MAX_BODY_DEPTH
     bottom: ir.Operation | None = inner
     while bottom is not None and bottom.name == "affine.for" and tries > 0:
         if len(bottom.results) == 0:
-            found = _match_at(bottom)
+            found = _match_at(bottom, transposed)
             if not isinstance(found, str):
                 return found
             reason = reason or found
@@ -346,7 +370,7 @@ def match_contraction(inner: ir.Operation, fn: ir.Operation) -> Contraction | st
 MAX_BODY_DEPTH = 4
 
 
-def _match_at(bottom: ir.Operation) -> Contraction | str:
+def _match_at(bottom: ir.Operation, transposed: bool = False) -> Contraction | str:
     """The contraction whose nest's innermost loop is `bottom`, or why not."""
     if not _nest_loop(bottom):
         return "a loop has a step other than 1"
@@ -390,7 +414,6 @@ def _match_at(bottom: ir.Operation) -> Contraction | str:
     outputs = _output_loops(access_map, access_operands, ivs)
     if isinstance(outputs, str):
         return outputs
-    v = loops[outputs[-1]]
     reductions = [loop for k, loop in enumerate(loops) if k not in outputs]
     if not reductions and not scan.body_loops:
         return "nothing is reduced"
@@ -407,18 +430,31 @@ def _match_at(bottom: ir.Operation) -> Contraction | str:
         if ir.MemRefType(memref.type).element_type != element:
             return "a read has another element type"
     # Each other loop indexing X may be the row loop u: the one whose blocks load the least.
-    best: tuple[int, int, Contraction] | str = "no loop indexes the stored element's rows"
-    for k in outputs[:-1]:
+    # Transposed, v is one of the loops of the other subscripts and u any other loop of X.
+    pairs = (
+        [(u, v) for v in outputs[:-1] for u in outputs if u != v]
+        if transposed
+        else [(u, outputs[-1]) for u in outputs[:-1]]
+    )
+    best: tuple[int, Contraction] | str = "no loop indexes the stored element's rows"
+    for u, v in pairs:
         candidate = _with_rows(
-            loops, loops[k], v, reductions, scan, body, (target, access_map, access_operands)
+            loops,
+            loops[u],
+            loops[v],
+            reductions,
+            scan,
+            body,
+            (target, access_map, access_operands),
+            transposed=transposed,
         )
         if isinstance(candidate, str):
             best = candidate if isinstance(best, str) else best
             continue
         cost = _block_loads(candidate, scan)
         if isinstance(best, str) or cost <= best[0]:
-            best = (cost, k, candidate)  # ties: the innermost, which moves least
-    return best if isinstance(best, str) else best[2]
+            best = (cost, candidate)  # ties: the innermost u, which moves least
+    return best if isinstance(best, str) else best[1]
 
 
 def _output_loops(
@@ -456,6 +492,8 @@ def _with_rows(
     scan: _Scan,
     body: list[ir.Operation],
     access: tuple[ir.Value, ir.AffineMap, list[ir.Value]],
+    *,
+    transposed: bool = False,
 ) -> Contraction | str:
     """The contraction with `u` as its row loop, or why not: the nest cut to the loops from the
     outermost of u, v and the reductions in, and each read of another array checked."""
@@ -471,7 +509,9 @@ def _with_rows(
     ]
     others = [loop for loop in indexing if loop not in (u, v)]
     parallel = [loop for loop in nest if loop.name == "affine.parallel"]
-    if len(parallel) > 1 or (parallel and parallel[0] not in indexing) or v in parallel:
+    if len(parallel) > 1 or (parallel and parallel[0] not in indexing):
+        return "the parallel loop is not a loop of the stored element"
+    if v in parallel and not transposed:
         return "the parallel loop is not a loop of rows"
     for guard in scan.guards:
         if any(o in (iv_u, iv_v) for o in guard.operands):
@@ -490,7 +530,10 @@ def _with_rows(
         element=ir.MemRefType(target.type).element_type,
         body=body,
         parallel=parallel[0] if parallel else None,
+        transposed=transposed,
     )
+    if transposed:
+        return _with_transposed_panels(contraction, scan)
     r = contraction.r
     # Panels only where the nest is the plain three loops (one reduction, no other loop of X):
     # a panel is packed once per nest instance. Only loads the r loop runs unconditionally may
@@ -513,6 +556,41 @@ def _with_rows(
             if any(_uses_operand(last, operands, load_map.n_dims, iv) for iv in slides):
                 contraction.convolution = True
     return contraction
+
+
+def _with_transposed_panels(nest: Contraction, scan: _Scan) -> Contraction | str:
+    """`nest` (transposed) with its reads that vary with v sorted, or why not: one that is
+    contiguous along v and does not vary with u is read as vectors (a bias `b[k]`); any other
+    becomes a panel, so it may not vary with u or the other loops of X (the panels are packed
+    once, before them) and must run in every iteration of the reductions (not guarded)."""
+    iv_u, iv_v = _iv(nest.u), _iv(nest.v)
+    fixed = {iv_u, *(_iv(loop) for loop in nest.others)}
+    slides = {_iv(loop) for loop in [*nest.reductions, *nest.body_loops]}
+    along = 0
+    for load in scan.loads:
+        memref, load_map, operands = _access(load)
+        if memref == nest.target:
+            continue
+        if iv_v in operands:
+            along += 1
+            if iv_u not in operands and _contiguous(load, iv_v):
+                continue
+            if any(o in fixed for o in operands):
+                return "a read along the vector loop varies with another loop of the output"
+            if load.parent.name != "affine.for":
+                return "a read along the vector loop is guarded"
+            nest.panels.append(load)
+        elif iv_u in operands:
+            # a row's broadcast read that slides with a reduction (`in[c][h + kh][w + kw]`)
+            if any(
+                _uses_operand(e, operands, load_map.n_dims, iv_u)
+                and any(_uses_operand(e, operands, load_map.n_dims, iv) for iv in slides)
+                for e in load_map.results
+            ):
+                nest.convolution = True
+    if not along:
+        return "no read varies with the vector loop"
+    return nest
 
 
 def _block_loads(nest: Contraction, scan: _Scan) -> int:
@@ -615,6 +693,7 @@ class _Emitter:
         self.ivs: dict[ir.Value, ir.Value] = {}
         self.bounds: dict[ir.Operation, tuple[ir.Value, ir.Value]] = {}
         self.panels: dict[Any, ir.Value] = {}
+        self.offsets: ir.Value | None = None  # transposed: `_lane_offsets`
         self.parallel_loop: ir.Operation | None = None  # the loop emitted as `scf.parallel`
         # Every induction variable of the nest and its body: each must be mapped when used.
         self.nest_ivs = {_iv(loop) for loop in [*nest.loops, *nest.body_loops]}
@@ -699,16 +778,22 @@ class _Emitter:
         lv, uv = self.bounds[nest.v]
         self.lv = lv
         self.window = self._guard_window()
-        if nest.panels and self.width > 1:
+        if nest.transposed:
+            if nest.panels:
+                self.panels = self._pack_panels(lv, uv, padded=True)
+            self.offsets = self._lane_offsets()
+        elif nest.panels and self.width > 1:
             self.panels = self._pack_panels(lv, self.full_end(lv, uv, self.nr * self.width))
         # The other loops of X run outside the blocks (each (u, v) block owns its elements
         # for each of their values, so any order of them is the same). The nest's parallel loop
-        # stays parallel; if it is u and there are others, the outermost of those is instead:
-        # a convolution's image rows share out evenly, its 64 output channels in 10 blocks of
-        # 6 and a block of 4 do not.
+        # stays parallel; if it is u (or a transposed block's v) and there are others, the
+        # outermost of those is instead: a convolution's image rows share out evenly, its 64
+        # output channels in 10 blocks of 6 and a block of 4 do not.
         self.parallel_loop = nest.parallel
-        if nest.parallel is not None and nest.parallel == nest.u and nest.others:
+        if nest.parallel is not None and nest.parallel in (nest.u, nest.v) and nest.others:
             self.parallel_loop = nest.others[0]
+        elif nest.parallel is not None and nest.parallel == nest.v:
+            self.parallel_loop = nest.u
 
         def row_block(u0: ir.Value, count: int) -> None:
             rows = [self._offset(u0, k) for k in range(count)]
@@ -766,21 +851,31 @@ class _Emitter:
             result = arith.AndIOp(result, test, loc=self.loc).result
         return result
 
-    def _pack_panels(self, lv: ir.Value, v_full: ir.Value) -> dict[Any, ir.Value]:
-        """A panel per load of `nest.panels`: its values over the full vector blocks' columns
-        and all of r, laid out [column block][r - lower][NR·W] so that a block reads it in
-        order. (Panels exist only for nests without `others` and with one reduction loop r.)"""
+    def _pack_panels(
+        self, lv: ir.Value, v_end: ir.Value, *, padded: bool = False
+    ) -> dict[Any, ir.Value]:
+        """A panel per load of `nest.panels`: its values over the vector blocks' columns from
+        lv and all iterations of the reductions, laid out [column block][reduction
+        iteration][NR·W] so that a block reads it in order. The blocks end at `v_end` (a
+        multiple of NR·W from lv), or `padded`, at the first multiple at or after it, the
+        lanes past v_end holding 0. (Untransposed, panels exist only for nests without
+        `others` and with one reduction loop r; transposed, none of their reads varies with
+        u or the others, so one packing serves all of them.)"""
         nest = self.nest
-        r = nest.r
-        assert r is not None and not nest.others
-        lr, ur = self.bounds[r]
         span = self.nr * self.width
         d0, d1 = ir.AffineDimExpr.get(0), ir.AffineDimExpr.get(1)
-        blocks = self.apply(
-            ir.AffineFloorDivExpr.get(d1 - d0, ir.AffineConstantExpr.get(span)), 2, 0, [lv, v_full]
+        ceil = ir.AffineExpr.get_ceil_div if padded else ir.AffineExpr.get_floor_div
+        blocks = self.apply(ceil(d1 - d0, ir.AffineConstantExpr.get(span)), 2, 0, [lv, v_end])
+        full = self.apply(
+            ir.AffineExpr.get_floor_div(d1 - d0, ir.AffineConstantExpr.get(span)),
+            2,
+            0,
+            [lv, v_end],
         )
-        # (r is a register loop's or the nest's; only the nest's loops are known to run)
-        depth = self.minmax("affine.max", ir.AffineMap.get(2, 0, [d1 - d0, d1 * 0]), [lr, ur])
+        # (a register loop's range is empty maybe; only the nest's loops are known to run)
+        depth = self.const(1)
+        for loop in self.panel_loops:
+            depth = arith.MulIOp(depth, self.extent(loop), loc=self.loc).result
         panel_type = ir.MemRefType.get(
             [ir.ShapedType.get_dynamic_size()] * 2 + [span], nest.element
         )
@@ -797,13 +892,15 @@ class _Emitter:
                 loc=self.loc,
             ).results[0]
 
-        def copy_block(block: ir.Value) -> None:
-            def copy_row(k: ir.Value) -> None:
-                row = self.apply(d0 - d1, 2, 0, [k, lr])
-                v0 = self.apply(d0 + d1 * span, 2, 0, [lv, block])
+        def copy_block(block: ir.Value, last_block: bool) -> None:
+            v0 = self.apply(d0 + d1 * span, 2, 0, [lv, block])
+            last = self.apply(d0 - 1, 1, 0, [v_end])
+
+            def copy_row(ivs: dict[ir.Value, ir.Value]) -> None:
+                row = self.panel_row(ivs)
                 for load, panel in panels.items():
                     memref, amap, operands = _access(load)
-                    contiguous = _contiguous(load, _iv(nest.v))
+                    contiguous = not nest.transposed and _contiguous(load, _iv(nest.v))
                     for c in range(self.nr):
                         lanes = (
                             [c * self.width]
@@ -812,8 +909,14 @@ class _Emitter:
                         )
                         for first in lanes:
                             v = self._offset(v0, first)
+                            # a padded block's lanes past the end read the last column, 0 kept
+                            read_at = (
+                                self.minmax("affine.min", _pair_map(), [v, last])
+                                if last_block
+                                else v
+                            )
                             mapped = [
-                                v if o == _iv(nest.v) else k if o == _iv(r) else o for o in operands
+                                read_at if o == _iv(nest.v) else ivs.get(o, o) for o in operands
                             ]
                             indices = [
                                 self.apply(e, amap.n_dims, amap.n_symbols, mapped)
@@ -821,12 +924,72 @@ class _Emitter:
                             ]
                             width = self.width if contiguous else 1
                             value = self._load(memref, indices, width)
+                            if last_block:
+                                inside = arith.CmpIOp(
+                                    arith.CmpIPredicate.slt, v, v_end, loc=self.loc
+                                ).result
+                                zero = arith.ConstantOp(
+                                    nest.element,
+                                    ir.FloatAttr.get(nest.element, 0.0),
+                                    loc=self.loc,
+                                ).result
+                                value = arith.SelectOp(inside, value, zero, loc=self.loc).result
                             self._store(value, panel, [block, row, self.const(first)], width)
 
-            self.loop(lr, ur, 1, copy_row)
+            self._nested(self.panel_loops, {}, copy_row)
 
-        self.loop(self.const(0), blocks, 1, copy_block)
+        # Transposed, the nest's parallel loop packs too (every block is a transpose).
+        parallel = nest.transposed and nest.parallel is not None
+        self.loop(
+            self.const(0), full, 1, partial(copy_block, last_block=False), parallel=parallel
+        )
+        if padded:
+            self.loop(full, blocks, 1, partial(copy_block, last_block=True))
         return panels
+
+    @property
+    def panel_loops(self) -> list[ir.Operation]:
+        """The reduction loops a panel's rows run over, in the order of its layout."""
+        return [*self.nest.reductions, *self.nest.body_loops]
+
+    def extent(self, loop: ir.Operation) -> ir.Value:
+        """The trip count of `loop` (0 if its range is empty)."""
+        lower, upper = self.bounds[loop]
+        d0, d1 = ir.AffineDimExpr.get(0), ir.AffineDimExpr.get(1)
+        nonnegative = ir.AffineMap.get(2, 0, [d1 - d0, d1 * 0])
+        return self.minmax("affine.max", nonnegative, [lower, upper])
+
+    def panel_row(self, ivs: dict[ir.Value, ir.Value]) -> ir.Value:
+        """The row of a panel that the reductions' iteration `ivs` (each reduction loop's
+        induction variable → its value) reads: their iteration, flattened."""
+        row: ir.Value | None = None
+        d0, d1 = ir.AffineDimExpr.get(0), ir.AffineDimExpr.get(1)
+        for loop in self.panel_loops:
+            offset = self.apply(d0 - d1, 2, 0, [ivs[_iv(loop)], self.bounds[loop][0]])
+            if row is None:
+                row = offset
+            else:
+                scaled = arith.MulIOp(row, self.extent(loop), loc=self.loc).result
+                row = arith.AddIOp(scaled, offset, loc=self.loc).result
+        assert row is not None
+        return row
+
+    def _nested(
+        self,
+        loops: list[ir.Operation],
+        ivs: dict[ir.Value, ir.Value],
+        inner: Callable[[dict[ir.Value, ir.Value]], None],
+    ) -> None:
+        """`inner` inside loops over the ranges of `loops`, with their values in `ivs`."""
+        if not loops:
+            inner(ivs)
+            return
+        lower, upper = self.bounds[loops[0]]
+
+        def body(value: ir.Value) -> None:
+            self._nested(loops[1:], {**ivs, _iv(loops[0]): value}, inner)
+
+        self.loop(lower, upper, 1, body)
 
     def _offset(self, base: ir.Value, offset: int) -> ir.Value:
         if offset == 0:
@@ -860,6 +1023,9 @@ class _Emitter:
         )
 
     def _columns(self, rows: list[ir.Value], lv: ir.Value, uv: ir.Value) -> None:
+        if self.nest.transposed:
+            self._transposed_columns(rows, lv, uv)
+            return
         if self.masked_tails and self._vector_tails():
             self._tail_columns(rows, lv, uv)
             return
@@ -930,6 +1096,120 @@ class _Emitter:
                     scf.YieldOp([], loc=self.loc)
                 low = width
 
+    def _transposed_columns(self, rows: list[ir.Value], lv: ir.Value, uv: ir.Value) -> None:
+        """Transposed: blocks of NR vectors, then the n < NR·W columns left in one block of
+        ceil(n / W) vectors, the last masked (the panels are padded to whole blocks with 0)."""
+        step = self.nr * self.width
+        start = self.full_end(lv, uv, step)
+
+        def full_block(v0: ir.Value) -> None:
+            cols = [self._offset(v0, c * self.width) for c in range(self.nr)]
+            self._block(_Block(rows, cols, [self.width] * self.nr, True))
+
+        self.loop(lv, start, step, full_block)
+        d0 = ir.AffineDimExpr.get(0)
+        left = self.apply(d0, 1, 0, [uv])
+        left = arith.SubIOp(left, start, loc=self.loc).result
+        for vectors in range(1, self.nr + 1):
+            low, high = (vectors - 1) * self.width, vectors * self.width
+            above = arith.CmpIOp(
+                arith.CmpIPredicate.sgt, left, self.const(low), loc=self.loc
+            ).result
+            within = arith.CmpIOp(
+                arith.CmpIPredicate.sle, left, self.const(high), loc=self.loc
+            ).result
+            branch = scf.IfOp(arith.AndIOp(above, within, loc=self.loc).result, loc=self.loc)
+            with ir.InsertionPoint(branch.then_block):
+                lanes = self.apply(d0 - low, 1, 0, [left])
+                mask_type = ir.VectorType.get([self.width], ir.IntegerType.get_signless(1))
+                mask = vector.CreateMaskOp(mask_type, [lanes], loc=self.loc).result
+                cols = [self._offset(start, c * self.width) for c in range(vectors)]
+                widths = [self.width] * vectors
+                self._block(_Block(rows, cols, widths, True, masks={vectors - 1: mask}))
+                scf.YieldOp([], loc=self.loc)
+
+    def _lane_offsets(self) -> ir.Value:
+        """Transposed: the distance in elements between X's elements of consecutive v, for
+        each lane (0, S, 2S, ...; S the stride of v's subscript), for gathers and scatters."""
+        nest = self.nest
+        position = next(
+            pos
+            for pos, expr in enumerate(nest.access_map.results)
+            if _uses_operand(expr, nest.access_operands, nest.access_map.n_dims, _iv(nest.v))
+        )
+        shape = ir.MemRefType(nest.target.type).shape
+        after = shape[position + 1 :]
+        if all(size != ir.ShapedType.get_dynamic_size() for size in after):
+            stride = 1
+            for size in after:
+                stride *= size
+            if stride * self.width < 2**31:  # i32 offsets: the backend's dword gathers
+                offsets_type = ir.VectorType.get([self.width], ir.IntegerType.get_signless(32))
+                attr = ir.DenseElementsAttr.get(
+                    [ir.IntegerAttr.get(ir.IntegerType.get_signless(32), lane * stride)
+                     for lane in range(self.width)],
+                    type=offsets_type,
+                )
+                return arith.ConstantOp(offsets_type, attr, loc=self.loc).result
+        stride_value = self.const(1)
+        for dim in range(position + 1, len(shape)):
+            size = ir.Operation.create(
+                "memref.dim",
+                results=[self.index],
+                operands=[nest.target, self.const(dim)],
+                loc=self.loc,
+            ).results[0]
+            stride_value = arith.MulIOp(stride_value, size, loc=self.loc).result
+        index_vector = ir.VectorType.get([self.width], self.index)
+        steps = vector.StepOp(index_vector, loc=self.loc).result
+        spread = vector.BroadcastOp(index_vector, stride_value, loc=self.loc).result
+        return arith.MulIOp(steps, spread, loc=self.loc).result
+
+    def _target_load(self, block: _Block, r: int, c: int) -> ir.Value:
+        """X's elements of row r, column c of `block` (gathered when transposed)."""
+        indices = self._target_indices(block, r, c)
+        if not self.nest.transposed:
+            return self._load(self.nest.target, indices, block.lanes(c), block.mask(c))
+        vector_type = self._type(self.width)
+        zero = arith.ConstantOp(
+            vector_type,
+            ir.DenseElementsAttr.get_splat(vector_type, ir.FloatAttr.get(self.nest.element, 0.0)),
+            loc=self.loc,
+        ).result
+        assert self.offsets is not None
+        return vector.GatherOp(
+            vector_type,
+            self.nest.target,
+            indices,
+            self.offsets,
+            self._mask_or_all(block, c),
+            zero,
+            loc=self.loc,
+        ).result
+
+    def _target_store(self, value: ir.Value, block: _Block, r: int, c: int) -> None:
+        indices = self._target_indices(block, r, c)
+        if not self.nest.transposed:
+            self._store(value, self.nest.target, indices, block.lanes(c), block.mask(c))
+            return
+        assert self.offsets is not None
+        vector.ScatterOp(
+            None,
+            self.nest.target,
+            indices,
+            self.offsets,
+            self._mask_or_all(block, c),
+            value,
+            loc=self.loc,
+        )
+
+    def _mask_or_all(self, block: _Block, c: int) -> ir.Value:
+        mask = block.mask(c)
+        if mask is not None:
+            return mask
+        mask_type = ir.VectorType.get([self.width], ir.IntegerType.get_signless(1))
+        return vector.ConstantMaskOp(mask_type, [self.width], loc=self.loc).result
+
     # -- one register block
     def _type(self, width: int) -> ir.Type:
         if width == 1:
@@ -968,12 +1248,7 @@ class _Emitter:
     def _block(self, block: _Block) -> None:
         nest = self.nest
         keys = [(r, c) for r in range(len(block.rows)) for c in range(len(block.cols))]
-        current = {
-            (r, c): self._load(
-                nest.target, self._target_indices(block, r, c), block.lanes(c), block.mask(c)
-            )
-            for r, c in keys
-        }
+        current = {(r, c): self._target_load(block, r, c) for r, c in keys}
         body = _Body(self, block, current)
         if self.window is None:
             body.carry(list(nest.reductions), skip=None)
@@ -986,13 +1261,7 @@ class _Emitter:
             body.carry([r], skip=None, lower=first, upper=last)
             body.carry([r], skip=guard, lower=last, upper=ur)
         for (r, c), value in body.current.items():
-            self._store(
-                value,
-                nest.target,
-                self._target_indices(block, r, c),
-                block.lanes(c),
-                block.mask(c),
-            )
+            self._target_store(value, block, r, c)
 
     def _guard_window(self) -> tuple[ir.Operation, ir.Value, ir.Value] | None:
         """For the one guard that tests the nest's one reduction loop r (if there is exactly
@@ -1266,8 +1535,6 @@ class _Body:
 
     def _panel_lanes(self, panel: ir.Value) -> Lanes:
         e = self.e
-        r = e.nest.r
-        assert r is not None
         d0, d1 = ir.AffineDimExpr.get(0), ir.AffineDimExpr.get(1)
         span = e.nr * e.width
         block = e.apply(
@@ -1276,7 +1543,7 @@ class _Body:
             0,
             [self.block.cols[0], e.lv],
         )
-        row = e.apply(d0 - d1, 2, 0, [self.ivs[_iv(r)], e.bounds[r][0]])
+        row = e.panel_row(self.ivs)
         return {
             (None, c): e._load(panel, [block, row, e.const(c * e.width)], e.width)
             for c in range(len(self.block.cols))
@@ -1371,15 +1638,24 @@ def vectorize_contractions(
     vector_bits: int = 256,
     contract: bool = True,
     masked_tails: bool = False,
+    transposed: str = "auto",
 ) -> int:
     """Rewrite every contraction nest of `fn` (see the module docstring) into register blocks;
     returns how many were rewritten, and says so in remarks on `fn` (the compile report's).
-    Other code is untouched."""
+    `transposed` ("auto", "true", "false"): whether the vectors run along a loop of another
+    subscript of X than the last (`prefer_transposed` decides for "auto"). Other code is
+    untouched."""
     # All nests are found before any is rewritten: a nest with several innermost loops (two
     # register sums) is found once per loop, and the rewrite erases them all.
     nests: list[Contraction] = []
     for inner in _innermost_loops(fn):
         nest = match_contraction(inner, fn)
+        if transposed != "false" and vector_bits >= 128:
+            across = match_contraction(inner, fn, transposed=True)
+            if not isinstance(across, str) and (
+                transposed == "true" or prefer_transposed(nest, across, vector_bits)
+            ):
+                nest = across
         if isinstance(nest, str):
             continue
         if not any(_within(nest.outer, n.outer) or _within(n.outer, nest.outer) for n in nests):
@@ -1388,6 +1664,11 @@ def vectorize_contractions(
     for nest in nests:
         width = vector_bits // (32 if isinstance(nest.element, ir.F32Type) else 64)
         kind = "convolution" if nest.convolution else "contraction"
+        along = (
+            f", vectors along the loop of subscript {_subscript_of(nest, nest.v)} (transposed)"
+            if nest.transposed
+            else ""
+        )
         said.append(
             remark_at(
                 nest.outer.location,
@@ -1395,7 +1676,7 @@ def vectorize_contractions(
                 "micro-kernel",
                 "remark",
                 f"{kind} computed in register blocks of {rows} rows x {vectors} vectors "
-                f"of {width} {nest.element}",
+                f"of {width} {nest.element}{along}",
                 {
                     "rows": rows,
                     "vectors": vectors,
@@ -1403,6 +1684,7 @@ def vectorize_contractions(
                     "element": str(nest.element),
                     "convolution": nest.convolution,
                     "reduction_loops": len(nest.reductions) + len(nest.body_loops),
+                    "transposed": nest.transposed,
                 },
             )
         )
@@ -1418,6 +1700,68 @@ def vectorize_contractions(
     return len(nests)
 
 
+def _subscript_of(nest: Contraction, loop: ir.Operation) -> int:
+    """The position of the subscript of X that `loop` indexes."""
+    amap = nest.access_map
+    return next(
+        pos
+        for pos, expr in enumerate(amap.results)
+        if _uses_operand(expr, nest.access_operands, amap.n_dims, _iv(loop))
+    )
+
+
+def _static_extent(loop: ir.Operation) -> int | None:
+    """The trip count of `loop` when its bounds are constants."""
+    lower, _, upper, _ = _bound_maps(loop)
+    if len(lower.results) != 1 or len(upper.results) != 1:
+        return None
+    low, high = lower.results[0].maybe_downcast(), upper.results[0].maybe_downcast()
+    if not isinstance(low, ir.AffineConstantExpr) or not isinstance(high, ir.AffineConstantExpr):
+        return None
+    return max(0, high.value - low.value)
+
+
+# A transposed block costs a gather and a scatter per accumulator and a packed copy of the
+# panel reads; it pays where it fills the lanes better by this much (of the vector work), and
+# where the reductions are long enough to hide the gathers.
+TRANSPOSED_GAIN = 0.05
+TRANSPOSED_MIN_DEPTH = 64
+
+
+def prefer_transposed(
+    normal: Contraction | str, transposed: Contraction, vector_bits: int
+) -> bool:
+    """Whether the transposed block fills more lanes than the untransposed one (TC conv2d
+    with 28 output columns and 128 channels, AVX-512: 28 of 32 lanes along the columns, all
+    along the channels), or is the only one and fills a vector at least (a convolution with
+    a stride: its input is no vector along the columns). Only with extents known at compile
+    time, and reductions long enough to pay for the gathers."""
+    width = vector_bits // (32 if isinstance(transposed.element, ir.F32Type) else 64)
+    depth = 1
+    for loop in [*transposed.reductions, *transposed.body_loops]:
+        extent = _static_extent(loop)
+        if extent is None:
+            return False
+        depth *= extent
+    if depth < TRANSPOSED_MIN_DEPTH:
+        return False
+
+    def filled(loop: ir.Operation) -> float | None:
+        extent = _static_extent(loop)
+        if not extent:
+            return None
+        return extent / (-(-extent // width) * width)
+
+    along_other = filled(transposed.v)
+    if isinstance(normal, str):
+        extent = _static_extent(transposed.v)
+        return extent is not None and extent >= width
+    along_columns = filled(normal.v)
+    if along_columns is None or along_other is None:
+        return False
+    return along_other >= along_columns + TRANSPOSED_GAIN
+
+
 @dataclass(frozen=True)
 class ScheduleMicroKernels:
     """Contraction nests → register-blocked vector code (see the module docstring)."""
@@ -1428,9 +1772,12 @@ class ScheduleMicroKernels:
     vector_bits: int = 256
     contract: bool = True
     masked_tails: bool = False
+    transposed: str = "auto"  # auto, true, false
 
     def __call__(self, op: ir.Operation, pass_: Any) -> None:
         try:
+            if self.transposed not in ("auto", "true", "false"):
+                raise ValueError(f"transposed is auto, true or false, not {self.transposed!r}")
             vectorize_contractions(
                 op,
                 rows=self.rows,
@@ -1438,6 +1785,7 @@ class ScheduleMicroKernels:
                 vector_bits=self.vector_bits,
                 contract=self.contract,
                 masked_tails=self.masked_tails,
+                transposed=self.transposed,
             )
         except Exception as exc:  # a bug here must fail the pass, not the process
             op.location.emit_error(f"schedule-micro-kernels: {type(exc).__name__}: {exc}")

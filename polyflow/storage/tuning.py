@@ -53,6 +53,7 @@ TUNABLE_FIELDS = frozenset(
         "micro_kernels",
         "micro_kernel_rows",
         "micro_kernel_vectors",
+        "micro_kernel_transposed",
         "contraction_tile_rows",
         "contraction_tile_columns",
         "contraction_tile_depth_bytes",
@@ -61,6 +62,7 @@ TUNABLE_FIELDS = frozenset(
         "block",
         "grid",
         "shared_memory",
+        "gpu_register_tile",
     }
 )
 

@@ -247,6 +247,7 @@ def option_space(base: Options, facts: CompileFacts) -> OptionSpace:
         add("micro_kernels", True, False)
         add("micro_kernel_rows", 6, 4, 8, 3, 12)
         add("micro_kernel_vectors", 2, 1, 3, 4)
+        add("micro_kernel_transposed", "auto", "on", "off")
         add("contraction_tile_rows", 384, 96, 192, 768)
         add("contraction_tile_columns", 64, 32, 128, 256)
         add("contraction_tile_depth_bytes", 1024, 512, 2048, 4096)

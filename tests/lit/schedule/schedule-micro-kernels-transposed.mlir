@@ -1,0 +1,60 @@
+// schedule-micro-kernels with transposed blocks: the vectors run along the output channels k
+// (a subscript other than the output's last), the rows along its columns x. The weights, the
+// one read that varies with k, are packed once into a panel [channel block][c, i, j][32],
+// the last block padded with zeros (lanes past 40 hold 0); each block gathers its
+// accumulators from the output (lanes 168 elements apart: 6 x 28), runs c, i and j in
+// registers (the input broadcast per row), and scatters them back. 40 channels: a block of
+// 2 x 16 and one of 16 masked to 8.
+// RUN: polyflow-opt --pass 'schedule-micro-kernels{vector_bits=512 masked_tails=true rows=7 transposed=true},canonicalize,cse' %s | filecheck %s
+
+// CHECK-LABEL: func.func @conv
+// CHECK-DAG:  %[[ALL:.*]] = arith.constant dense<true> : vector<16xi1>
+// CHECK-DAG:  %[[APART:.*]] = arith.constant dense<[0, 168, 336, {{.*}}, 2520]> : vector<16xi32>
+// CHECK:      %[[PANEL:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x72x32xf32>
+// CHECK:      memref.load %arg2[%c0, %{{.*}}, %{{.*}}, %{{.*}}] : memref<40x8x3x3xf32>
+// CHECK:      memref.store %{{.*}}, %[[PANEL]][%c0, %{{.*}}, %c0]
+// CHECK:      memref.store %{{.*}}, %[[PANEL]][%c1, %{{.*}}, %c0]
+// CHECK:      scf.parallel (%[[H:.*]]) = (%c0) to (%c6)
+// CHECK:      scf.for %[[X:.*]] = %c0 to %c28 step %c7
+// CHECK:      vector.gather %arg0[%c0, %c0, %[[H]], %[[X]]] [%[[APART]]], %[[ALL]]
+// CHECK:      vector.gather %arg0[%c0, %c16, %[[H]], %[[X]]] [%[[APART]]], %[[ALL]]
+// CHECK:      scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK:      memref.load %arg1[%c0, %{{.*}}, %{{.*}}, %{{.*}}] : memref<1x8x8x30xf32>
+// CHECK:      vector.load %[[PANEL]][%c0, %{{.*}}, %c0] : memref<2x72x32xf32>, vector<16xf32>
+// CHECK-NEXT: vector.load %[[PANEL]][%c0, %{{.*}}, %c16] : memref<2x72x32xf32>, vector<16xf32>
+// CHECK:      vector.scatter %arg0[%c0, %c0, %[[H]], %[[X]]] [%[[APART]]], %[[ALL]]
+// CHECK:      %[[EIGHT:.*]] = vector.constant_mask [8] : vector<16xi1>
+// CHECK:      vector.gather %arg0[%c0, %c32, %[[H]], %[[X]]] [%[[APART]]], %[[EIGHT]]
+// CHECK:      vector.load %[[PANEL]][%c1, %{{.*}}, %c0] : memref<2x72x32xf32>, vector<16xf32>
+// CHECK:      vector.scatter %arg0[%c0, %c32, %[[H]], %[[X]]] [%[[APART]]], %[[EIGHT]]
+// CHECK:      memref.dealloc %[[PANEL]]
+// CHECK:      return
+func.func @conv(%out: memref<1x40x6x28xf32>, %in: memref<1x8x8x30xf32>, %w: memref<40x8x3x3xf32>) {
+  affine.parallel (%k) = (0) to (40) {
+    affine.for %h = 0 to 6 {
+      affine.for %c = 0 to 8 {
+        affine.for %x = 0 to 28 {
+          affine.for %i = 0 to 3 {
+            affine.for %j = 0 to 3 {
+              %o = affine.load %out[0, %k, %h, %x] : memref<1x40x6x28xf32>
+              %a = affine.load %in[0, %c, %h + %i, %x + %j] : memref<1x8x8x30xf32>
+              %b = affine.load %w[%k, %c, %i, %j] : memref<40x8x3x3xf32>
+              %p = arith.mulf %a, %b : f32
+              %t = arith.addf %o, %p : f32
+              affine.store %t, %out[0, %k, %h, %x] : memref<1x40x6x28xf32>
+            }
+          }
+        }
+      }
+    }
+  }
+  return
+}
+
+// By default ("auto") the same nest keeps its vectors along the columns: 40 channels fill 40
+// of 48 lanes, 28 columns 28 of 32.
+// RUN: polyflow-opt --pass 'schedule-micro-kernels{vector_bits=512 masked_tails=true},canonicalize,cse' %s | filecheck %s --check-prefix=AUTO
+// AUTO-LABEL: func.func @conv
+// AUTO-NOT:   vector.gather
+// AUTO:       vector.maskedload %arg0
+// AUTO:       return
