@@ -209,6 +209,16 @@ class Options(BaseModel):
         description="vector registers per row of that block (NR = this x the vector width)",
         json_schema_extra=_POLYHEDRAL,
     )
+    unroll: int | None = Field(
+        default=None,
+        ge=1,
+        le=16,
+        description="unroll each innermost loop this many times after scheduling (the same "
+        "iterations in the same order, the rest in a loop after); with --target=cuda, the "
+        "loops over shared-memory tiles (where it divides the tile); none: LLVM's choice on "
+        "the CPU, 8 on the GPU; 1: not unrolled by polyflow",
+        json_schema_extra=_POLYHEDRAL,
+    )
     micro_kernel_transposed: Literal["auto", "on", "off"] = Field(
         default="auto",
         description="run a micro-kernel's vectors along a loop of another subscript of the "

@@ -929,3 +929,34 @@ def test_a_tile_loop_of_whole_steps_is_unrolled_reading_the_tiles(
     if shutil.which("ptxas"):
         ptx = fn.ptx(A, B)
         assert ptx.count("fma.rn.f32") + ptx.count("mul.rn.f32") >= 8 * 16
+
+
+FIXED_GEMM = """
+void fixed_gemm(double C[19][45], double A[19][64], double B[64][45]) {
+  for (int i = 0; i < 19; i++)
+    for (int k = 0; k < 64; k++)
+      for (int j = 0; j < 45; j++)
+        C[i][j] += A[i][k] * B[k][j];
+}
+"""
+
+
+def test_the_loops_over_shared_tiles_unroll_as_asked_and_still_compute_the_same() -> None:
+    # 64 steps of k in tiles of 32: 8 steps a pass by default, 16 or 1 as asked; 3 does not
+    # divide the tile (left rolled). The kernels run on the CPU, blocks and threads as loops.
+    rng = np.random.default_rng(4)
+    A, B = rng.random((19, 64)), rng.random((64, 45))
+    C0 = rng.random((19, 45))
+    expected = C0 + A @ B
+    stages = {}
+    for unroll in (None, 1, 3, 16):
+        gpu = polyflow.compile_c(FIXED_GEMM, "fixed_gemm", target="cuda", options={"unroll": unroll})
+        stage = gpu.mlir("gpu")
+        C = C0.copy()
+        args = [int(a.ctypes.data) for a in (C, A, B)]
+        HostProgram(stage).run("__polyflow_fixed_gemm", args, CpuLauncher(stage))
+        np.testing.assert_allclose(C, expected, rtol=1e-12)
+        stages[unroll] = stage
+    assert stages[3] == stages[1]  # 3 does not divide 32
+    products = {u: s.count("arith.mulf") for u, s in stages.items()}
+    assert products[1] < products[None] < products[16], products

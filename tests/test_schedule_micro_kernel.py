@@ -722,3 +722,17 @@ def test_strided_convolutions_become_transposed_blocks() -> None:
     assert np.array_equal(got, default)
     expected = _conv_reference(x, weight)[:, :, ::2, ::2] + bias[None, :, None, None]
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+
+@pytest.mark.parametrize("seed", [3, 11, 26])
+def test_a_sample_of_random_contractions_prints_gccs_digits_every_way(
+    tmp_path: Path, seed: int
+) -> None:
+    """A sample of tests/fuzz/contraction_fuzz.py (`make fuzz` runs more): a random nest,
+    untransposed, transposed and as `auto` chooses, each output bit for bit gcc's."""
+    from fuzz.contraction_fuzz import check_contraction
+
+    failures, transposed = check_contraction(seed, tmp_path)
+    assert not failures, failures
+    assert transposed  # these seeds are ones the transposed blocks take

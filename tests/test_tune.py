@@ -629,7 +629,7 @@ def test_cuda_options_are_tuned_by_compile_time_where_there_is_no_gpu() -> None:
     task = TcKernel(source, "mm", {"opt_level": 3, "target": "cuda"}, (((128, 64), "float32"), ((64, 96), "float32")))
     result = tune(task, max_candidates=3, budget=None, compile_only=True, search="random", seed=1)
     names = {p.name for p in result.space.parameters}
-    gpu = {"block", "grid", "shared_memory", "gpu_register_tile"}
+    gpu = {"block", "grid", "shared_memory", "gpu_register_tile", "unroll"}
     assert gpu <= names and "tile_sizes_auto" not in names
     assert [c.result.status for c in result.candidates] == ["ok"] * 3  # each built its PTX
     assert all(set(c.choices) <= gpu for c in result.candidates)

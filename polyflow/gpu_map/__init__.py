@@ -107,6 +107,7 @@ def _map_function(
             shared_memory=options.shared_memory,
             reassociate=options.reassociation,
             register_tile=options.gpu_register_tile,
+            unroll=options.unroll,
         )
         if not whole:  # its arrays are the host's: copies in GPU memory for the kernels
             copy_arrays_to_device(copy)

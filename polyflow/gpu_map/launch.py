@@ -89,17 +89,21 @@ def map_launches(
     shared_memory: int = 0,
     reassociate: bool = False,
     register_tile: Sequence[int] | None = None,
+    unroll: int | None = None,
 ) -> list[LaunchInfo]:
     """Turn every outermost `scf.parallel` band of `fn` into a `gpu.launch` (module docstring),
     promoting reads with reuse to at most `shared_memory` bytes of shared memory per block
-    (promotion.py; 0: none), and sharing a large reduction of a small band out over a block's
-    threads (reduction.py; floating-point ones with `reassociate` only); `register_tile`
-    (points per thread by axis, x first) instead of `REGISTER_TILES`' choice; returns what each
-    launch maps, in program order."""
+    (promotion.py; 0: none; its loops over a tile unrolled `unroll` times, None: its own
+    choice), and sharing a large reduction of a small band out over a block's threads
+    (reduction.py; floating-point ones with `reassociate` only); `register_tile` (points per
+    thread by axis, x first) instead of `REGISTER_TILES`' choice; returns what each launch
+    maps, in program order."""
     bands = list(_outermost_parallels(fn))
     launches: list[LaunchInfo] = []
     for band in bands:
-        launches += _launches(band, block, grid, shared_memory, reassociate, register_tile)
+        launches += _launches(
+            band, block, grid, shared_memory, reassociate, register_tile, unroll
+        )
     _device_allocations(fn)
     return launches
 
@@ -111,13 +115,14 @@ def _launches(
     shared_memory: int,
     reassociate: bool,
     register_tile: Sequence[int] | None = None,
+    unroll: int | None = None,
 ) -> list[LaunchInfo]:
     """The launch of one band; for a band whose size is known only when the program runs and
     whose body qualifies for tree reductions, both kernels, the host choosing by the band's
     size (`MAX_POINTS_FOR_TREE`)."""
     band = _band(outer)
     if _tree_reduction(band, reassociate, unknown_size=True) is None:
-        return [_launch(outer, block, grid, shared_memory, reassociate, register_tile)]
+        return [_launch(outer, block, grid, shared_memory, reassociate, register_tile, unroll)]
     loc = outer.location
     with ir.InsertionPoint(outer), loc:
         points = index_value(1)
@@ -139,7 +144,7 @@ def _launches(
     assert loops is not None  # a copy qualifies as the original did
     tree = _tree_launch(copy, copy_band, loops, block, grid, LaunchInfo(loc))
     tree.chosen_below = MAX_POINTS_FOR_TREE
-    return [tree, _launch(outer, block, grid, shared_memory, reassociate, register_tile)]
+    return [tree, _launch(outer, block, grid, shared_memory, reassociate, register_tile, unroll)]
 
 
 def _outermost_parallels(op: ir.Operation) -> list[ir.Operation]:
@@ -218,6 +223,7 @@ def _launch(
     shared_memory: int,
     reassociate: bool = False,
     register_tile: Sequence[int] | None = None,
+    unroll: int | None = None,
 ) -> LaunchInfo:
     band = _band(outer)  # (a second call finds the ops between its loops hoisted already)
     info = LaunchInfo(outer.location)
@@ -357,7 +363,7 @@ def _launch(
             exact=full,
         )
         with loc:
-            info.promoted = promote_to_shared(parts, shared_memory)
+            info.promoted = promote_to_shared(parts, shared_memory, unroll=unroll)
     _sink_constants(launch.operation)
     info.block = tuple(threads)
     info.single_thread = known == [1]

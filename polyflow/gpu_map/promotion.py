@@ -87,9 +87,13 @@ class _NotPromotable(Exception):
     pass
 
 
-def promote_to_shared(parts: KernelParts, budget: int) -> list[Promoted]:
-    """Promote the reads of `parts`' kernel that have reuse (module docstring); returns what was
-    promoted (nothing, with the kernel unchanged, where its shape does not allow it)."""
+def promote_to_shared(
+    parts: KernelParts, budget: int, *, unroll: int | None = None
+) -> list[Promoted]:
+    """Promote the reads of `parts`' kernel that have reuse (module docstring), the loop over a
+    tile unrolled `unroll` times where that divides the tile (None: `UNROLL`; 1: not
+    unrolled); returns what was promoted (nothing, with the kernel unchanged, where its shape
+    does not allow it)."""
     try:
         plan = _plan(parts, budget)
     except _NotPromotable:
@@ -97,7 +101,7 @@ def promote_to_shared(parts: KernelParts, budget: int) -> list[Promoted]:
     if plan is None:
         return []
     loop, reads, step, pre_pure = plan
-    return _rewrite(parts, loop, reads, step, pre_pure)
+    return _rewrite(parts, loop, reads, step, pre_pure, UNROLL if unroll is None else unroll)
 
 
 # ----- analysis (nothing changes here)
@@ -290,6 +294,7 @@ def _rewrite(
     groups: list[list[_Read]],
     tile_step: int,
     pre_pure: list[ir.Operation],
+    unroll: int,
 ) -> list[Promoted]:
     loc = loop.location
     launch_body = parts.launch.regions[0].blocks[0]
@@ -380,10 +385,10 @@ def _rewrite(
                 value = memref.LoadOp(tile, local).result
             read.load.results[0].replace_all_uses_with(value)
             read.load.erase()
-    if whole_steps and tile_step % UNROLL == 0:
+    if whole_steps and unroll > 1 and tile_step % unroll == 0:
         # a constant trip: unrolled, the tile reads get constant offsets and the loop's
-        # counting is paid once per UNROLL steps
-        unroll_loop(inner.operation, UNROLL)
+        # counting is paid once per `unroll` steps
+        unroll_loop(inner.operation, unroll)
     if parts.exact:
         for old, new in zip(loop.results, strip.results, strict=True):
             old.replace_all_uses_with(new)

@@ -478,10 +478,64 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
             reason = exc if isinstance(exc, _StepFailed) else _describe(exc)
             failure = f"{failure + '; ' if failure else ''}micro-kernels failed: {reason}"
         del scratch
+    if options.unroll is not None and options.unroll > 1 and options.schedule and options.target != "cuda":
+        fn, problem = _unroll_innermost(module, fn, options.unroll)
+        if problem:
+            failure = f"{failure + '; ' if failure else ''}{problem}"
     if failure is not None:
         fn.attributes[NOT_SCHEDULED_ATTR] = ir.StringAttr.get(failure)
     if trees:
         fn.attributes[SCHEDULE_ATTR] = ir.StringAttr.get("\n".join(trees))
+
+
+def _unroll_innermost(
+    module: ir.Module, fn: ir.Operation, factor: int
+) -> tuple[ir.Operation, str | None]:
+    """`fn` with each innermost `affine.for` unrolled `factor` times (MLIR's
+    affine-loop-unroll: the same iterations in the same order, so always legal; the trips
+    left over run in a loop after), said in a remark; or `fn` unchanged and why not."""
+    innermost = 0
+
+    def count(op: ir.Operation) -> ir.WalkResult:
+        nonlocal innermost
+        if op.name == "affine.for" and not any(
+            inner.name in ("affine.for", "affine.parallel", "scf.for", "scf.parallel")
+            for block in op.regions[0].blocks
+            for inner in block.operations
+        ):
+            innermost += 1
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(count)
+    if not innermost:
+        return fn, None
+    scratch, copy = scratch_module(module, fn)
+    try:
+        with timer.step("unroll"):
+            _run_pipeline(copy, f"affine-loop-unroll{{unroll-factor={factor}}}")
+        swapped = swap_in(fn, copy)
+        if swapped is None:
+            return fn, "unrolling changed the function's type"
+    except Exception as exc:
+        reason = exc if isinstance(exc, _StepFailed) else _describe(exc)
+        return fn, f"unrolling failed: {reason}"
+    finally:
+        del scratch
+    message = f"{innermost} innermost loop(s) unrolled {factor} times"
+    attach_remarks(
+        swapped,
+        [
+            remark_at(
+                swapped.location,
+                "schedule",
+                "unrolled",
+                "remark",
+                message,
+                {"factor": factor, "loops": innermost},
+            )
+        ],
+    )
+    return swapped, None
 
 
 def _process_within(

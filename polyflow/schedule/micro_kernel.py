@@ -95,6 +95,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import pairwise
 from typing import Any, ClassVar
 
 from mlir import ir
@@ -566,6 +567,12 @@ def _with_transposed_panels(nest: Contraction, scan: _Scan) -> Contraction | str
     iv_u, iv_v = _iv(nest.u), _iv(nest.v)
     fixed = {iv_u, *(_iv(loop) for loop in nest.others)}
     slides = {_iv(loop) for loop in [*nest.reductions, *nest.body_loops]}
+    # A panel row is one iteration of all the reductions: the body's loops must nest in one
+    # another, and the panel reads lie in the innermost.
+    chain = [nest.loops[-1], *nest.body_loops]
+    if any(inner.parent.operation != outer.operation for outer, inner in pairwise(chain)):
+        return "the reduction loops of the body do not nest in one another"
+    innermost = chain[-1].operation
     along = 0
     for load in scan.loads:
         memref, load_map, operands = _access(load)
@@ -577,8 +584,8 @@ def _with_transposed_panels(nest: Contraction, scan: _Scan) -> Contraction | str
                 continue
             if any(o in fixed for o in operands):
                 return "a read along the vector loop varies with another loop of the output"
-            if load.parent.name != "affine.for":
-                return "a read along the vector loop is guarded"
+            if load.parent.operation != innermost:
+                return "a read along the vector loop is guarded or outside a reduction loop"
             nest.panels.append(load)
         elif iv_u in operands:
             # a row's broadcast read that slides with a reduction (`in[c][h + kh][w + kw]`)
@@ -1108,8 +1115,7 @@ class _Emitter:
 
         self.loop(lv, start, step, full_block)
         d0 = ir.AffineDimExpr.get(0)
-        left = self.apply(d0, 1, 0, [uv])
-        left = arith.SubIOp(left, start, loc=self.loc).result
+        left = arith.SubIOp(uv, start, loc=self.loc).result
         for vectors in range(1, self.nr + 1):
             low, high = (vectors - 1) * self.width, vectors * self.width
             above = arith.CmpIOp(

@@ -151,6 +151,25 @@ def module_key(module: Any, options: Any, product: str) -> str:
     )
 
 
+def use_wal(db: sqlite3.Connection, patience: float = 30.0) -> None:
+    """Put the SQLite database in WAL mode (readers and a writer at once), waiting out others.
+
+    Switching fails at once with "database is locked" while another connection uses the file
+    (SQLite calls no busy handler for it), as when processes open a fresh database together;
+    the mode is the file's, so once one of them has switched the others find it set.
+    """
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 class CompileCache:
     """A key → blob store in one SQLite file; each call opens its own connection, so an
     instance may be shared by threads and used from forked processes."""
@@ -163,7 +182,7 @@ class CompileCache:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "compile-cache.sqlite3"
         with self._connect() as db:
-            db.execute("PRAGMA journal_mode=WAL")
+            use_wal(db)
             db.execute(SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:

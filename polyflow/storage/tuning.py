@@ -30,7 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
 
-from polyflow.storage.cache import default_cache_dir, normalize_source
+from polyflow.storage.cache import default_cache_dir, normalize_source, use_wal
 from polyflow.target import host_cores
 from polyflow.version import __version__
 
@@ -54,6 +54,7 @@ TUNABLE_FIELDS = frozenset(
         "micro_kernel_rows",
         "micro_kernel_vectors",
         "micro_kernel_transposed",
+        "unroll",
         "contraction_tile_rows",
         "contraction_tile_columns",
         "contraction_tile_depth_bytes",
@@ -317,7 +318,7 @@ class TuningDB:
             if self.postgres:
                 db.execute("SELECT pg_advisory_xact_lock(?)", (_SCHEMA_LOCK,))
             else:
-                _use_wal(db)
+                use_wal(db)
             for statement in SCHEMA:
                 db.execute(statement)
 
@@ -483,25 +484,6 @@ def _tuning(row: Sequence[Any]) -> Tuning:
         key, scope, entry, json.loads(description), json.loads(choices), default, best, search,
         int(count), float(seconds), float(updated),
     )
-
-
-def _use_wal(db: sqlite3.Connection, patience: float = 30.0) -> None:
-    """Put the SQLite database in WAL mode (readers and a writer at once), waiting out others.
-
-    Switching fails at once with "database is locked" while another connection uses the file
-    (SQLite calls no busy handler for it), as when processes open a fresh database together;
-    the mode is the file's, so once one of them has switched the others find it set.
-    """
-    deadline = time.monotonic() + patience
-    while True:
-        try:
-            if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                db.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
 
 
 class _PostgresAdapter:

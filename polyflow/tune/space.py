@@ -4,9 +4,10 @@ The space is made from the options model and what the default build of the kerne
 (`CompileFacts`): tile sizes per band dimension, as deep as its deepest loop nest, from powers
 of two and the divisors of its loop extents near them (or untiled, or the compiler's own
 choice); fusion; the scheduler preset; statement and index splitting; the contraction
-micro-kernel's shape and tiles (only where the default build made one); parallelization
-(loops, the smallest parallel trip, threads; reductions where floats may be reassociated);
-wavefronts; for `cuda` the block and grid shapes, the shared memory for promotion and the
+micro-kernel's shape, tiles and orientation (only where the default build made one); the
+unrolling of innermost loops; parallelization (loops, the smallest parallel trip, threads;
+reductions where floats may be reassociated); wavefronts; for `cuda` the block and grid
+shapes, the shared memory for promotion and the unrolling of the loops over its tiles, and the
 register tiles (points per thread, their sums in registers: unroll-and-jam of the threads).
 
 A candidate is a genome: one choice index per parameter. `choices(genome)` decodes it into the
@@ -133,6 +134,8 @@ class OptionSpace:
         if not chosen.get("schedule", self.base.schedule):
             for name in ("fusion", "schedule_preset", "split", "index_split"):
                 chosen.pop(name, None)
+        if self.base.target == "cuda" and not chosen.get("shared_memory", self.base.shared_memory):
+            chosen.pop("unroll", None)  # it unrolls the loops over shared-memory tiles only
         # what the base options already say is no choice: the default build chooses nothing
         return {
             name: value
@@ -235,6 +238,7 @@ def option_space(base: Options, facts: CompileFacts) -> OptionSpace:
     add("index_split", True, False)
     add("parallel", True, False)
     add("min_parallel_trip", 8, 32, 256)
+    add("unroll", None, 2, 4)
     cores = host_cores()
     if cores > 1:
         add("threads", None, *sorted({1, max(1, cores // 2)} - {cores}))
@@ -270,3 +274,5 @@ def _gpu_parameters(space: OptionSpace, base: Options, facts: CompileFacts, add:
     add("shared_memory", base.shared_memory, 0, 96 * 1024)
     # points per thread of a reduction's band (register tiles; None: the mapper's choice)
     add("gpu_register_tile", None, (1,), (2, 1), (2, 2), (4, 2), (4, 4), (8, 2))
+    if base.shared_memory:  # the loops over shared-memory tiles (8 times by default)
+        add("unroll", None, 1, 4, 16)

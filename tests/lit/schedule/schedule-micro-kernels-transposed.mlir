@@ -58,3 +58,38 @@ func.func @conv(%out: memref<1x40x6x28xf32>, %in: memref<1x8x8x30xf32>, %w: memr
 // AUTO-NOT:   vector.gather
 // AUTO:       vector.maskedload %arg0
 // AUTO:       return
+
+// Two register sums side by side: a panel row would be no single iteration of both, so even
+// when asked the block stays untransposed (the vectors along x, no gathers).
+// RUN: polyflow-opt --pass 'schedule-micro-kernels{vector_bits=512 masked_tails=true transposed=true},canonicalize,cse' %s | filecheck %s --check-prefix=SIDE
+// SIDE-LABEL: func.func @two_sums
+// SIDE-NOT:   vector.gather
+// SIDE:       vector.load %arg0
+// SIDE-NOT:   vector.scatter
+// SIDE:       return
+func.func @two_sums(%out: memref<40x32xf32>, %a: memref<40x8xf32>, %b: memref<40x8xf32>, %x: memref<8x32xf32>, %y: memref<8x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  affine.for %k = 0 to 40 {
+    affine.for %w = 0 to 32 {
+      %s = affine.for %c = 0 to 8 iter_args(%acc = %zero) -> (f32) {
+        %p = affine.load %a[%k, %c] : memref<40x8xf32>
+        %q = affine.load %x[%c, %w] : memref<8x32xf32>
+        %m = arith.mulf %p, %q : f32
+        %n = arith.addf %acc, %m : f32
+        affine.yield %n : f32
+      }
+      %t = affine.for %c = 0 to 8 iter_args(%acc = %zero) -> (f32) {
+        %p = affine.load %b[%k, %c] : memref<40x8xf32>
+        %q = affine.load %y[%c, %w] : memref<8x32xf32>
+        %m = arith.mulf %p, %q : f32
+        %n = arith.addf %acc, %m : f32
+        affine.yield %n : f32
+      }
+      %d = arith.subf %s, %t : f32
+      %o = affine.load %out[%k, %w] : memref<40x32xf32>
+      %r = arith.addf %o, %d : f32
+      affine.store %r, %out[%k, %w] : memref<40x32xf32>
+    }
+  }
+  return
+}
