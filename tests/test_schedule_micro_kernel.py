@@ -688,6 +688,7 @@ def test_transposed_matmul_matches_numpy(shape: tuple[int, int, int]) -> None:
         ((1, 8, 48, 34, 34), False),  # 32 columns fill all lanes already
         ((1, 8, 20, 30, 30), False),  # 20 channels fill 20 of 32
         ((1, 2, 48, 30, 30), False),  # 18 steps of the reductions: too short for the gathers
+        ((1, 64, 48, 9, 9), False),  # each packed weight serves 7 x 7 outputs only
     ],
 )
 def test_transposed_blocks_are_chosen_where_they_fill_more_lanes(
@@ -707,7 +708,7 @@ def test_strided_convolutions_become_transposed_blocks() -> None:
     # `in` at 2 * w + kw is no vector along the columns, but a scalar per row of a block whose
     # vectors run along the channels; the bias (a vector along them) is added in registers
     rng = np.random.default_rng(8)
-    x = rng.standard_normal((2, 8, 21, 35)).astype(np.float32)
+    x = rng.standard_normal((2, 8, 41, 35)).astype(np.float32)
     weight = rng.standard_normal((20, 8, 3, 3)).astype(np.float32)
     bias = rng.standard_normal(20).astype(np.float32)
     options = Options(opt_level=3, march="native", fp_contract="off")

@@ -73,12 +73,15 @@ reductions' iteration, flattened][NR·W], packed once before the other output lo
 parallel where the nest has a parallel loop), the last block padded with zeros. Each block
 gathers its accumulators from X (lanes a stride apart: `vector.gather` with constant offsets,
 or offsets from the array's shape), runs the reductions as above with every read that varies
-with u broadcast per row, and scatters them back; the columns left after the full blocks run
-in one block of ceil(n / W) vectors, the last masked. Why: a convolution with 28 output
-columns fills 28 of the 32 lanes of two AVX-512 vectors along w, all of them along 128
-channels (TC conv2d 1x128x28x28 on 2 cores: 1.18 → 1.07 ms, PyTorch 1.11), and a strided
-convolution, whose input is no vector along w, gets a micro-kernel at all. "auto" takes the
-transposed block where `prefer_transposed` says it fills more lanes.
+with u broadcast per row, and scatters them back. Each block of columns is outermost, around
+the other output loops and the rows, so that its part of the panels stays in cache; the
+columns left after the full blocks run in one block of ceil(n / W) vectors, the last masked;
+the rows, where u's extent is known, in the fewest blocks of MR to MR + 2 rows that fit the
+registers, as even as possible. Why: a convolution with 28 output columns fills 28 of the 32
+lanes of two AVX-512 vectors along w, all of them along 128 channels (TC conv2d 1x128x28x28
+on 2 cores: 1.18 → 1.08 ms, PyTorch 1.11), and a strided convolution, whose input is no
+vector along w, gets a micro-kernel at all. "auto" takes the transposed block where
+`prefer_transposed` says it pays.
 
 Options: `vector_bits` (the register width, 256 for AVX2), `rows` (MR) and `vectors` (NR),
 `masked_tails` (the scheduler sets it for registers of 256 bits or more), `transposed`
@@ -170,6 +173,11 @@ class Contraction:
         """The one reduction loop (of the nest or the body), when there is exactly one."""
         loops = [*self.reductions, *self.body_loops]
         return loops[0] if len(loops) == 1 else None
+
+
+def _bits(element: ir.Type) -> int:
+    """The width of an f32 or f64 element."""
+    return 32 if isinstance(element, ir.F32Type) else 64
 
 
 def _iv(loop: ir.Operation) -> ir.Value:
@@ -600,6 +608,22 @@ def _with_transposed_panels(nest: Contraction, scan: _Scan) -> Contraction | str
     return nest
 
 
+def _strided_position(load: ir.Operation, iv: ir.Value) -> int | None:
+    """The subscript of `load` that `iv` indexes as `iv + e` (the only one using it), in an
+    array laid out row-major; None if there is no such one."""
+    memref, amap, operands = _access(load)
+    if not _identity_layout(memref):
+        return None
+    using = [
+        pos for pos, e in enumerate(amap.results) if _uses_operand(e, operands, amap.n_dims, iv)
+    ]
+    if len(using) != 1:
+        return None
+    if not _is_unit_plus_rest(amap.results[using[0]], operands, amap.n_dims, iv):
+        return None
+    return using[0]
+
+
 def _block_loads(nest: Contraction, scan: _Scan) -> int:
     """The loads (and broadcasts) one step of the reductions costs a block of 6 rows x 2
     vectors: to choose the row loop, the one that shares most reads among the block."""
@@ -691,6 +715,7 @@ class _Emitter:
     ) -> None:
         self.nest = nest
         self.mr, self.nr, self.width = rows, vectors, width
+        self.registers = 32 if width * _bits(nest.element) >= 512 else 16  # vector registers
         self.contract = contract
         self.masked_tails = masked_tails
         self.window: tuple[ir.Operation, ir.Value, ir.Value] | None = None
@@ -802,21 +827,55 @@ class _Emitter:
         elif nest.parallel is not None and nest.parallel == nest.v:
             self.parallel_loop = nest.u
 
-        def row_block(u0: ir.Value, count: int) -> None:
-            rows = [self._offset(u0, k) for k in range(count)]
-            self._columns(rows, lv, uv)
+        Columns = Callable[[list[ir.Value]], None]  # the column blocks of one row block
 
-        def all_rows() -> None:
+        def row_block(u0: ir.Value, count: int, columns: Columns) -> None:
+            columns([self._offset(u0, k) for k in range(count)])
+
+        def all_rows(columns: Columns) -> None:
+            rows = _static_extent(nest.u) if nest.transposed else None
+            if rows:
+                # Transposed, u is a short loop (an image's columns) whose extent is known:
+                # the fewest blocks of MR to MR + 2 rows that fit the registers, as even as
+                # possible, no block of few rows (whose sums form too few independent chains
+                # to keep the FMA units busy): 14 columns in blocks of 7 rather than 6, 6 and
+                # 2 (TC conv2d 8x256x14x14: 9.26 ms in blocks of 5, 5, 4; 8.88 in blocks of 7).
+                fits = [
+                    r
+                    for r in range(self.mr, self.mr + 3)
+                    if r == self.mr or r * self.nr + self.nr + 1 <= self.registers
+                ]
+                blocks = min(-(-rows // r) for r in fits)
+                most = -(-rows // blocks)
+                middle = self._offset(lu, (rows - blocks * (most - 1)) * most)
+                parallel = self._is_parallel(nest.u)
+                block = partial(row_block, count=most, columns=columns)
+                self.loop(lu, middle, most, block, parallel=parallel)
+                if most > 1:  # (an empty loop where every block has `most` rows)
+                    fewer = partial(row_block, count=most - 1, columns=columns)
+                    self.loop(middle, uu, most - 1, fewer, parallel=parallel)
+                return
             start = lu
             for count in self._row_counts():
                 end = self.full_end(start, uu, count) if count > 1 else uu
                 # The parallel loop, if u, shares out the full blocks; the few rows left run
                 # after them.
                 parallel = count == self.mr and self._is_parallel(nest.u)
-                self.loop(start, end, count, partial(row_block, count=count), parallel=parallel)
+                block = partial(row_block, count=count, columns=columns)
+                self.loop(start, end, count, block, parallel=parallel)
                 start = end
 
-        self._around(nest.others, all_rows)
+        if nest.transposed:
+            # each block of columns (output channels) outermost: its part of the panels is
+            # read by every block of rows and every other loop's value while it is in cache
+            # (TC conv2d 8x256x14x14: 2.4 MB of packed weights, 300 KB a block of 32 channels)
+            self._transposed_columns(
+                lv, uv, lambda columns: self._around(nest.others, partial(all_rows, columns))
+            )
+        else:
+            self._around(
+                nest.others, partial(all_rows, lambda rows: self._columns(rows, lv, uv))
+            )
         for buffer in self.panels.values():
             ir.Operation.create("memref.dealloc", operands=[buffer], loc=self.loc)
 
@@ -899,6 +958,15 @@ class _Emitter:
                 loc=self.loc,
             ).results[0]
 
+        # Transposed, a read whose v is one subscript `v + e` is gathered, W lanes at once (the
+        # weights of 16 output channels, 1152 elements apart), masked past v_end.
+        gathered = {
+            load: self._offsets_along(_access(load)[0], position)
+            for load in panels
+            if nest.transposed and (position := _strided_position(load, _iv(nest.v))) is not None
+        }
+        mask_type = ir.VectorType.get([self.width], ir.IntegerType.get_signless(1))
+
         def copy_block(block: ir.Value, last_block: bool) -> None:
             v0 = self.apply(d0 + d1 * span, 2, 0, [lv, block])
             last = self.apply(d0 - 1, 1, 0, [v_end])
@@ -907,6 +975,20 @@ class _Emitter:
                 row = self.panel_row(ivs)
                 for load, panel in panels.items():
                     memref, amap, operands = _access(load)
+                    if load in gathered:
+                        for c in range(self.nr):
+                            v = self._offset(v0, c * self.width)
+                            mapped = [v if o == _iv(nest.v) else ivs.get(o, o) for o in operands]
+                            indices = [
+                                self.apply(e, amap.n_dims, amap.n_symbols, mapped)
+                                for e in amap.results
+                            ]
+                            lanes = arith.SubIOp(v_end, v, loc=self.loc).result
+                            mask = vector.CreateMaskOp(mask_type, [lanes], loc=self.loc).result
+                            value = self._gather(memref, indices, gathered[load], mask)
+                            at = [block, row, self.const(c * self.width)]
+                            self._store(value, panel, at, self.width)
+                        continue
                     contiguous = not nest.transposed and _contiguous(load, _iv(nest.v))
                     for c in range(self.nr):
                         lanes = (
@@ -1016,7 +1098,7 @@ class _Emitter:
 
     def _narrow_widths(self) -> list[int]:
         """W, W/2, ... lanes, down to 128 bits (at least 2 lanes): the vectors edge columns run in."""
-        bits = 32 if isinstance(self.nest.element, ir.F32Type) else 64
+        bits = _bits(self.nest.element)
         widths = [self.width]
         while widths[-1] // 2 >= 2 and (widths[-1] // 2) * bits >= 128:
             widths.append(widths[-1] // 2)
@@ -1030,9 +1112,6 @@ class _Emitter:
         )
 
     def _columns(self, rows: list[ir.Value], lv: ir.Value, uv: ir.Value) -> None:
-        if self.nest.transposed:
-            self._transposed_columns(rows, lv, uv)
-            return
         if self.masked_tails and self._vector_tails():
             self._tail_columns(rows, lv, uv)
             return
@@ -1103,17 +1182,32 @@ class _Emitter:
                     scf.YieldOp([], loc=self.loc)
                 low = width
 
-    def _transposed_columns(self, rows: list[ir.Value], lv: ir.Value, uv: ir.Value) -> None:
+    def _transposed_columns(
+        self,
+        lv: ir.Value,
+        uv: ir.Value,
+        around: Callable[[Callable[[list[ir.Value]], None]], None],
+    ) -> None:
         """Transposed: blocks of NR vectors, then the n < NR·W columns left in one block of
-        ceil(n / W) vectors, the last masked (the panels are padded to whole blocks with 0)."""
+        ceil(n / W) vectors, the last masked (the panels are padded to whole blocks with 0);
+        `around(columns)` runs the row blocks (and the other loops) of each, `columns(rows)`
+        emitting one block."""
         step = self.nr * self.width
-        start = self.full_end(lv, uv, step)
 
-        def full_block(v0: ir.Value) -> None:
+        def block(
+            cols: list[ir.Value],
+            widths: list[int],
+            masks: dict[int, ir.Value],
+            rows: list[ir.Value],
+        ) -> None:
+            self._block(_Block(rows, cols, widths, True, masks=masks))
+
+        def full_blocks(v0: ir.Value) -> None:
             cols = [self._offset(v0, c * self.width) for c in range(self.nr)]
-            self._block(_Block(rows, cols, [self.width] * self.nr, True))
+            around(partial(block, cols, [self.width] * self.nr, {}))
 
-        self.loop(lv, start, step, full_block)
+        start = self.full_end(lv, uv, step)
+        self.loop(lv, start, step, full_blocks)
         d0 = ir.AffineDimExpr.get(0)
         left = arith.SubIOp(uv, start, loc=self.loc).result
         for vectors in range(1, self.nr + 1):
@@ -1130,20 +1224,18 @@ class _Emitter:
                 mask_type = ir.VectorType.get([self.width], ir.IntegerType.get_signless(1))
                 mask = vector.CreateMaskOp(mask_type, [lanes], loc=self.loc).result
                 cols = [self._offset(start, c * self.width) for c in range(vectors)]
-                widths = [self.width] * vectors
-                self._block(_Block(rows, cols, widths, True, masks={vectors - 1: mask}))
+                around(partial(block, cols, [self.width] * vectors, {vectors - 1: mask}))
                 scf.YieldOp([], loc=self.loc)
 
     def _lane_offsets(self) -> ir.Value:
         """Transposed: the distance in elements between X's elements of consecutive v, for
         each lane (0, S, 2S, ...; S the stride of v's subscript), for gathers and scatters."""
-        nest = self.nest
-        position = next(
-            pos
-            for pos, expr in enumerate(nest.access_map.results)
-            if _uses_operand(expr, nest.access_operands, nest.access_map.n_dims, _iv(nest.v))
-        )
-        shape = ir.MemRefType(nest.target.type).shape
+        return self._offsets_along(self.nest.target, _subscript_of(self.nest, self.nest.v))
+
+    def _offsets_along(self, memref: ir.Value, position: int) -> ir.Value:
+        """The distance in elements of `memref` (row-major) between consecutive values of its
+        subscript `position`, times each lane (0, S, 2S, ...)."""
+        shape = ir.MemRefType(memref.type).shape
         after = shape[position + 1 :]
         if all(size != ir.ShapedType.get_dynamic_size() for size in after):
             stride = 1
@@ -1162,7 +1254,7 @@ class _Emitter:
             size = ir.Operation.create(
                 "memref.dim",
                 results=[self.index],
-                operands=[nest.target, self.const(dim)],
+                operands=[memref, self.const(dim)],
                 loc=self.loc,
             ).results[0]
             stride_value = arith.MulIOp(stride_value, size, loc=self.loc).result
@@ -1171,27 +1263,30 @@ class _Emitter:
         spread = vector.BroadcastOp(index_vector, stride_value, loc=self.loc).result
         return arith.MulIOp(steps, spread, loc=self.loc).result
 
+    def _zeros(self, width: int) -> ir.Value:
+        vector_type = self._type(width)
+        zero = ir.FloatAttr.get(self.nest.element, 0.0)
+        return arith.ConstantOp(
+            vector_type, ir.DenseElementsAttr.get_splat(vector_type, zero), loc=self.loc
+        ).result
+
+    def _gather(
+        self, memref: ir.Value, indices: list[ir.Value], offsets: ir.Value, mask: ir.Value
+    ) -> ir.Value:
+        """W elements of `memref` at `indices` plus `offsets`, those of `mask` (the others 0,
+        not read)."""
+        vector_type = self._type(self.width)
+        return vector.GatherOp(
+            vector_type, memref, indices, offsets, mask, self._zeros(self.width), loc=self.loc
+        ).result
+
     def _target_load(self, block: _Block, r: int, c: int) -> ir.Value:
         """X's elements of row r, column c of `block` (gathered when transposed)."""
         indices = self._target_indices(block, r, c)
         if not self.nest.transposed:
             return self._load(self.nest.target, indices, block.lanes(c), block.mask(c))
-        vector_type = self._type(self.width)
-        zero = arith.ConstantOp(
-            vector_type,
-            ir.DenseElementsAttr.get_splat(vector_type, ir.FloatAttr.get(self.nest.element, 0.0)),
-            loc=self.loc,
-        ).result
         assert self.offsets is not None
-        return vector.GatherOp(
-            vector_type,
-            self.nest.target,
-            indices,
-            self.offsets,
-            self._mask_or_all(block, c),
-            zero,
-            loc=self.loc,
-        ).result
+        return self._gather(self.nest.target, indices, self.offsets, self._mask_or_all(block, c))
 
     def _target_store(self, value: ir.Value, block: _Block, r: int, c: int) -> None:
         indices = self._target_indices(block, r, c)
@@ -1338,16 +1433,8 @@ class _Emitter:
         """A scalar (width 1) or a vector of `width` lanes; with `mask`, only its lanes are
         read (the others are 0: nothing past the array's end is touched)."""
         if mask is not None:
-            vector_type = self._type(width)
-            zero = arith.ConstantOp(
-                vector_type,
-                ir.DenseElementsAttr.get_splat(
-                    vector_type, ir.FloatAttr.get(self.nest.element, 0.0)
-                ),
-                loc=self.loc,
-            ).result
             return vector.MaskedLoadOp(
-                vector_type, memref, indices, mask, zero, loc=self.loc
+                self._type(width), memref, indices, mask, self._zeros(width), loc=self.loc
             ).result
         if width == 1:
             return ir.Operation.create(
@@ -1668,7 +1755,7 @@ def vectorize_contractions(
             nests.append(nest)
     said: list[Remark] = []  # for the compile report
     for nest in nests:
-        width = vector_bits // (32 if isinstance(nest.element, ir.F32Type) else 64)
+        width = vector_bits // _bits(nest.element)
         kind = "convolution" if nest.convolution else "contraction"
         along = (
             f", vectors along the loop of subscript {_subscript_of(nest, nest.v)} (transposed)"
@@ -1728,10 +1815,14 @@ def _static_extent(loop: ir.Operation) -> int | None:
 
 
 # A transposed block costs a gather and a scatter per accumulator and a packed copy of the
-# panel reads; it pays where it fills the lanes better by this much (of the vector work), and
-# where the reductions are long enough to hide the gathers.
+# panel reads; it pays where it fills the lanes better by this much (of the vector work),
+# where the reductions are long enough to hide the gathers, and where each packed element
+# serves enough blocks (the u and other output loops' iterations) to repay its copy: TC
+# conv2d 1x256x14x14 (196 each) ran 1.22 ms transposed, 1.18 not; 1x512x7x7 (49) 3.87 and
+# 1.84 ms: the copy of its 9 MB of weights cost more than the lanes gained.
 TRANSPOSED_GAIN = 0.05
 TRANSPOSED_MIN_DEPTH = 64
+TRANSPOSED_MIN_USES = 256
 
 
 def prefer_transposed(
@@ -1741,8 +1832,9 @@ def prefer_transposed(
     with 28 output columns and 128 channels, AVX-512: 28 of 32 lanes along the columns, all
     along the channels), or is the only one and fills a vector at least (a convolution with
     a stride: its input is no vector along the columns). Only with extents known at compile
-    time, and reductions long enough to pay for the gathers."""
-    width = vector_bits // (32 if isinstance(transposed.element, ir.F32Type) else 64)
+    time, reductions long enough to pay for the gathers, and enough uses of each packed
+    element to pay for its copy."""
+    width = vector_bits // _bits(transposed.element)
     depth = 1
     for loop in [*transposed.reductions, *transposed.body_loops]:
         extent = _static_extent(loop)
@@ -1750,6 +1842,14 @@ def prefer_transposed(
             return False
         depth *= extent
     if depth < TRANSPOSED_MIN_DEPTH:
+        return False
+    uses = 1
+    for loop in [transposed.u, *transposed.others]:
+        extent = _static_extent(loop)
+        if extent is None:
+            return False
+        uses *= extent
+    if uses < TRANSPOSED_MIN_USES:
         return False
 
     def filled(loop: ir.Operation) -> float | None:

@@ -1,19 +1,26 @@
 // schedule-micro-kernels with transposed blocks: the vectors run along the output channels k
 // (a subscript other than the output's last), the rows along its columns x. The weights, the
-// one read that varies with k, are packed once into a panel [channel block][c, i, j][32],
-// the last block padded with zeros (lanes past 40 hold 0); each block gathers its
-// accumulators from the output (lanes 168 elements apart: 6 x 28), runs c, i and j in
-// registers (the input broadcast per row), and scatters them back. 40 channels: a block of
-// 2 x 16 and one of 16 masked to 8.
+// one read that varies with k, are gathered 16 channels at a time (72 elements apart) into a
+// panel [channel block][c, i, j][32] once, the last block padded with zeros (lanes past 40
+// hold 0: a masked gather, a store of zeros); each block gathers its accumulators from the
+// output (lanes 168 elements apart: 6 x 28), runs c, i and j in registers (the input
+// broadcast per row), and scatters them back. 40 channels: a block of 2 x 16 and one of 16
+// masked to 8.
 // RUN: polyflow-opt --pass 'schedule-micro-kernels{vector_bits=512 masked_tails=true rows=7 transposed=true},canonicalize,cse' %s | filecheck %s
 
 // CHECK-LABEL: func.func @conv
 // CHECK-DAG:  %[[ALL:.*]] = arith.constant dense<true> : vector<16xi1>
 // CHECK-DAG:  %[[APART:.*]] = arith.constant dense<[0, 168, 336, {{.*}}, 2520]> : vector<16xi32>
+// CHECK-DAG:  %[[WEIGHTS:.*]] = arith.constant dense<[0, 72, 144, {{.*}}, 1080]> : vector<16xi32>
 // CHECK:      %[[PANEL:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x72x32xf32>
-// CHECK:      memref.load %arg2[%c0, %{{.*}}, %{{.*}}, %{{.*}}] : memref<40x8x3x3xf32>
-// CHECK:      memref.store %{{.*}}, %[[PANEL]][%c0, %{{.*}}, %c0]
-// CHECK:      memref.store %{{.*}}, %[[PANEL]][%c1, %{{.*}}, %c0]
+// CHECK:      %[[W0:.*]] = vector.gather %arg2[%c0, %{{.*}}, %{{.*}}, %{{.*}}] [%[[WEIGHTS]]], %[[ALL]]
+// CHECK-NEXT: vector.store %[[W0]], %[[PANEL]][%c0, %{{.*}}, %c0]
+// CHECK:      %[[W16:.*]] = vector.gather %arg2[%c16, %{{.*}}, %{{.*}}, %{{.*}}] [%[[WEIGHTS]]], %[[ALL]]
+// CHECK-NEXT: vector.store %[[W16]], %[[PANEL]][%c0, %{{.*}}, %c16]
+// CHECK:      %[[FIRST8:.*]] = vector.constant_mask [8] : vector<16xi1>
+// CHECK-NEXT: %[[W32:.*]] = vector.gather %arg2[%c32, %{{.*}}, %{{.*}}, %{{.*}}] [%[[WEIGHTS]]], %[[FIRST8]]
+// CHECK-NEXT: vector.store %[[W32]], %[[PANEL]][%c1, %{{.*}}, %c0]
+// CHECK-NEXT: vector.store %{{.*}}, %[[PANEL]][%c1, %{{.*}}, %c16]
 // CHECK:      scf.parallel (%[[H:.*]]) = (%c0) to (%c6)
 // CHECK:      scf.for %[[X:.*]] = %c0 to %c28 step %c7
 // CHECK:      vector.gather %arg0[%c0, %c0, %[[H]], %[[X]]] [%[[APART]]], %[[ALL]]
