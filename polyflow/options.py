@@ -223,7 +223,8 @@ class Options(BaseModel):
         default="auto",
         description="run a micro-kernel's vectors along a loop of another subscript of the "
         "output than its last (a convolution's output channels instead of its columns; the "
-        "reads along it packed first): auto where that fills more vector lanes",
+        "reads along it packed first): auto where that fills more vector lanes and each "
+        "packed element serves enough blocks to repay its copy",
         json_schema_extra=_POLYHEDRAL,
     )
     contraction_tile_rows: int = Field(

@@ -478,8 +478,9 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
             reason = exc if isinstance(exc, _StepFailed) else _describe(exc)
             failure = f"{failure + '; ' if failure else ''}micro-kernels failed: {reason}"
         del scratch
-    if options.unroll is not None and options.unroll > 1 and options.schedule and options.target != "cuda":
-        fn, problem = _unroll_innermost(module, fn, options.unroll)
+    unroll = options.unroll or 1
+    if unroll > 1 and options.schedule and options.target != "cuda":
+        fn, problem = _unroll_innermost(module, fn, unroll)
         if problem:
             failure = f"{failure + '; ' if failure else ''}{problem}"
     if failure is not None:
