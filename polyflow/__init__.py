@@ -7,7 +7,15 @@ from polyflow.version import __version__
 __all__ = ["CompileError", "GpuUnavailable", "Options", "__version__", "build_program", "compile_c", "raise_report"]
 
 
+# submodules reachable as attributes of `import polyflow` (loaded on first use)
+_SUBMODULES = ("tc",)
+
+
 def __getattr__(name: str):  # lazy: importing polyflow must not load MLIR
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"polyflow.{name}")
     if name == "compile_c":
         from polyflow.drivers.jit import compile_c
 

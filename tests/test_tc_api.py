@@ -370,3 +370,22 @@ def test_zero_size_arrays_behave_as_in_numpy(opt_level: int) -> None:
     conv = tc.define(LIBRARY["conv2d"], options=options)
     with pytest.raises(CompileError, match="would have shape"):
         conv(np.ones((1, 1, 2, 2), np.float32), np.ones((1, 1, 3, 3), np.float32))
+
+
+def test_tc_is_an_attribute_of_the_package_without_loading_mlir_first() -> None:
+    # `import polyflow` then `polyflow.tc.define(...)`: no AttributeError, and the plain
+    # import still loads no MLIR (the command line starts fast)
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, numpy as np, polyflow\n"
+        "assert not any(m == 'mlir' or m.startswith('mlir.') for m in sys.modules), 'mlir loaded'\n"
+        "fn = polyflow.tc.define('def scale(float(N) x) -> (y) { y(i) = 2 * x(i) }', 'scale')\n"
+        "print(fn(np.arange(3, dtype=np.float32)).tolist())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[0.0, 2.0, 4.0]"
