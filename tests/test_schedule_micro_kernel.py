@@ -406,12 +406,8 @@ int main(void) {
 """
 
 
-@pytest.mark.parametrize("order,element", [("jcikhnw", "float"), ("cwnkhij", "double"),
-                                           ("wijnkhc", "float")])  # fmt: skip
-def test_c_convolutions_in_any_loop_order_sum_in_that_order(
-    tmp_path: Path, order: str, element: str
-) -> None:
-    # The scheduler keeps each element's order of (c, i, j) as written; the micro-kernel too.
+def _conv_in_order(tmp_path: Path, order: str, element: str) -> Path:
+    """CONV_IN_ORDER with its seven loops nested in `order`, of `element`s, written out."""
     loops = "".join(
         f"{'  ' * (depth + 1)}for (int {v} = 0; {v} < {CONV_LOOPS[v]}; {v}++)\n"
         for depth, v in enumerate(order)
@@ -419,6 +415,16 @@ def test_c_convolutions_in_any_loop_order_sum_in_that_order(
     header = CONV_PROGRAM[: CONV_PROGRAM.index("/* TC conv2d's form")]
     src = tmp_path / f"conv_{order}.c"
     src.write_text(f"#define TYPE {element}\n" + header + CONV_IN_ORDER.replace("LOOPS", loops))
+    return src
+
+
+@pytest.mark.parametrize("order,element", [("jcikhnw", "float"), ("cwnkhij", "double"),
+                                           ("wijnkhc", "float")])  # fmt: skip
+def test_c_convolutions_in_any_loop_order_sum_in_that_order(
+    tmp_path: Path, order: str, element: str
+) -> None:
+    # The scheduler keeps each element's order of (c, i, j) as written; the micro-kernel too.
+    src = _conv_in_order(tmp_path, order, element)
     options = Options(opt_level=3, march="native")
     built = polyflow.build_program(src, tmp_path / "conv.mlir", options=options, emit="affine-opt")
     assert [r.data["convolution"] for r in built.report.remarks if r.kind == "micro-kernel"] == [
@@ -602,13 +608,7 @@ def test_transposed_c_convolutions_print_gccs_digits(tmp_path: Path, element: st
 def test_transposed_c_convolutions_in_other_loop_orders_print_gccs_digits(
     tmp_path: Path, order: str
 ) -> None:
-    loops = "".join(
-        f"{'  ' * (depth + 1)}for (int {v} = 0; {v} < {CONV_LOOPS[v]}; {v}++)\n"
-        for depth, v in enumerate(order)
-    )
-    header = CONV_PROGRAM[: CONV_PROGRAM.index("/* TC conv2d's form")]
-    src = tmp_path / f"conv_{order}.c"
-    src.write_text("#define TYPE float\n" + header + CONV_IN_ORDER.replace("LOOPS", loops))
+    src = _conv_in_order(tmp_path, order, "float")
     options = Options(opt_level=3, march="native", micro_kernel_transposed="on")
     built = polyflow.build_program(src, tmp_path / "conv.mlir", options=options, emit="affine-opt")
     assert [r.data["transposed"] for r in built.report.remarks if r.kind == "micro-kernel"] == [

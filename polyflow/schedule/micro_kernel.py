@@ -1814,6 +1814,17 @@ def _static_extent(loop: ir.Operation) -> int | None:
     return max(0, high.value - low.value)
 
 
+def _static_trips(loops: list[ir.Operation]) -> int | None:
+    """The product of the trip counts of `loops` when all are known at compile time."""
+    product = 1
+    for loop in loops:
+        extent = _static_extent(loop)
+        if extent is None:
+            return None
+        product *= extent
+    return product
+
+
 # A transposed block costs a gather and a scatter per accumulator and a packed copy of the
 # panel reads; it pays where it fills the lanes better by this much (of the vector work),
 # where the reductions are long enough to hide the gathers, and where each packed element
@@ -1835,21 +1846,11 @@ def prefer_transposed(
     time, reductions long enough to pay for the gathers, and enough uses of each packed
     element to pay for its copy."""
     width = vector_bits // _bits(transposed.element)
-    depth = 1
-    for loop in [*transposed.reductions, *transposed.body_loops]:
-        extent = _static_extent(loop)
-        if extent is None:
-            return False
-        depth *= extent
-    if depth < TRANSPOSED_MIN_DEPTH:
+    depth = _static_trips([*transposed.reductions, *transposed.body_loops])
+    if depth is None or depth < TRANSPOSED_MIN_DEPTH:
         return False
-    uses = 1
-    for loop in [transposed.u, *transposed.others]:
-        extent = _static_extent(loop)
-        if extent is None:
-            return False
-        uses *= extent
-    if uses < TRANSPOSED_MIN_USES:
+    uses = _static_trips([transposed.u, *transposed.others])
+    if uses is None or uses < TRANSPOSED_MIN_USES:
         return False
 
     def filled(loop: ir.Operation) -> float | None:
