@@ -32,6 +32,7 @@ SYSTEM_PACKAGES=(
   "gdb gdb"          # tests/test_cc_driver.py: -g line tables seen by the debugger
   "objcopy binutils" # polyflow cc localizes its symbols in the objects it writes
   "- postgresql"     # tests/test_tuning_db.py: the tuning database on a real PostgreSQL server
+  "chromium chromium" # tests/test_explorer.py: the web explorer in headless Chromium (Playwright)
 )
 # ---- end of system packages ----
 # ---------------------------------------------------------------------------------------------
