@@ -50,7 +50,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, cast
 
 from fastapi import Body, FastAPI, HTTPException, Request, Response
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
+from fastapi.staticfiles import StaticFiles
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -73,6 +74,9 @@ from .tuning import TuneManager, TuneQueueFull, compile_tuning, task_options, tc
 from .workers import JobTimeout, QueueFull, WorkerDied, WorkerPool
 
 log = logging.getLogger("polyflow.serve")
+
+# the web explorer: a page and its plain modules, served as they are (no build step)
+STATIC = Path(__file__).parent / "static"
 
 
 @dataclass
@@ -409,6 +413,12 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             queue_depth=pool.waiting, busy_workers=len(pool.busy), replaced_workers=pool.replaced
         )
         return Response(text, media_type=CONTENT_TYPE)
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/", include_in_schema=False)
+    async def explorer_page() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
 
     @app.get("/v1/version", responses=_errors())
     async def version() -> dict[str, str]:

@@ -1,0 +1,1 @@
+"""How compiled kernels show themselves in notebooks and terminals."""

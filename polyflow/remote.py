@@ -1,0 +1,1 @@
+"""The compile service's Python client (see its class Client)."""
