@@ -1,7 +1,7 @@
 """`polyflow.tc`: Tensor Comprehensions from Python.
 
     mv = polyflow.tc.define("def mv(float(M,K) A, float(K) x) -> (C) { C(i) +=! A(i,k) * x(k) }")
-    C = mv(A, x)                  # NumPy arrays in (or any DLPack-capable CPU array), NumPy out
+    C = mv(A, x)                  # NumPy, PyTorch, JAX arrays in (any DLPack CPU array), the same kind out
     mv(A, x, out=C)               # or into arrays you give
     print(mv.explain())           # inferred ranges and output shapes
     print(mv.mlir("affine-opt"))  # the IR after a stage, for the last shapes it ran on
@@ -12,7 +12,9 @@ agree), specializes the definition to their sizes, compiles it through the same 
 (options: the same `Options` model; default -O3 for this machine), and caches the compiled kernel
 per argument shapes and dtypes; across processes, the shared compile cache holds the lowered IR
 (polyflow/storage/cache.py; `.cached` says whether the last call's kernel came from it). Outputs are allocated zero-filled with the inferred shapes, so
-elements no statement writes are 0.
+elements no statement writes are 0. Arrays cross without copies both ways (polyflow/arrays.py):
+outputs are made in the library of the first array argument; `out=` is written in place and
+returned; a strided view is copied (an `ArrayCopyWarning` says so).
 """
 
 from __future__ import annotations
@@ -25,6 +27,18 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
+from polyflow.arrays import (
+    Output,
+    aligned_zeros,
+    as_library,
+    contiguous,
+    describe,
+    given_output,
+    host_view,
+    library_of,
+    new_output,
+    result_library,
+)
 from polyflow.errors import CompileError
 from polyflow.frontend.tc import syntax as ast
 from polyflow.frontend.tc.checks import CheckedComprehension, CheckedDefinition, check_program
@@ -147,6 +161,8 @@ class TcGradient:
             adjoints = self._run_reduced(args, seed)
             if adjoints is None:
                 _, adjoints = self.run(args, seed, outputs=False)
+            library = result_library(args)
+            adjoints = [as_library(a, library) for a in adjoints]
         return adjoints[0] if len(adjoints) == 1 else tuple(adjoints)
 
     def _run_reduced(self, args: tuple[Any, ...], seed: Any) -> list[np.ndarray] | None:
@@ -321,7 +337,7 @@ class TcGradient:
         # taken out while in use: a call from another thread meanwhile makes its own
         scratch = self._scratch.pop(id(compiled), None)
         if scratch is None:
-            buffers = fn._outputs(compiled.specialized, None) + self._seeds(
+            buffers = fn._outputs(compiled.specialized) + self._seeds(
                 compiled.specialized, [None] * len(fn.definition.outputs)
             )
             scratch = (buffers, [_address(b) for b in buffers])
@@ -329,7 +345,7 @@ class TcGradient:
         definition = fn.definition
         count = len(definition.outputs)
         if outputs:
-            results = fn._outputs(compiled.specialized, None)
+            results = fn._outputs(compiled.specialized)
             result_addresses = [_address(r) for r in results]
         else:
             results = buffers[:count]
@@ -338,7 +354,7 @@ class TcGradient:
                 array.fill(0)
         self._seeds(compiled.specialized, seed, buffers[count:])  # into the kept buffers
         input_shadows = [
-            np.zeros_like(a)
+            aligned_zeros(a.shape, a.dtype)
             for t, a in zip(definition.inputs, arrays, strict=True)
             if t.name in wanted
         ]
@@ -381,7 +397,7 @@ class TcGradient:
                     into[k].fill(0)
                     out.append(into[k])
                 continue
-            given_array = _as_numpy(value, self.fn.name, f"seed of {name}")
+            given_array = host_view(value, function=self.fn.name, name=f"seed of {name}")
             copy = np.asarray if into is not None else np.array  # `into` is the copy
             array = self._shaped(name, copy(given_array, dtype=dtype), shape)
             if into is None:
@@ -528,18 +544,69 @@ class TcFunction:
         """Whether the last call's kernel came from the shared compile cache."""
         return self._last is not None and self._last.cached
 
+    # ----- notebooks (polyflow.display renders; these gather what it shows)
+
+    def _repr_html_(self) -> str:
+        from polyflow.display import render_html
+
+        return render_html(self._display_view())
+
+    def _repr_markdown_(self) -> str:
+        from polyflow.display import render_markdown
+
+        return render_markdown(self._display_view())
+
+    def _display_view(self) -> Any:
+        """A `polyflow.display.KernelView`: the signature, the inferred ranges and, after a
+        call, the sizes, report and stages of the last call's kernel."""
+        from polyflow.display import KernelView, definition_header
+
+        position = self.definition.source.pos
+        details = [line.strip() for line in self.explain().splitlines()[1:]]
+        last = self._last
+        status = None
+        if last is None:
+            status = (
+                "not specialized yet: call it on arrays (or .mlir(stage, *arrays)) to compile "
+                "it for their shapes"
+            )
+        else:
+            sizes = ", ".join(f"{k}={v}" for k, v in last.specialized.sizes.items())
+            shapes = ", ".join(
+                f"{t.name}: {'x'.join(map(str, last.specialized.shapes[t.name])) or 'scalar'}"
+                for t in self.definition.outputs
+            )
+            details.append(f"last call: {sizes} ({shapes})" if sizes else f"last call: {shapes}")
+        return KernelView(
+            name=self.name,
+            language="tc",
+            signature=definition_header(self.source, position.line, position.column),
+            details=details,
+            report=None if last is None else last.report,
+            stages={} if last is None else dict(last.stages),
+            options=self.options,
+            source=self.source,
+            file=self.file,
+            status=status,
+            cached=self.cached,
+        )
+
     def __call__(self, *args: Any, out: Any = None) -> Any:
+        """Run the kernel on `args` (arrays of NumPy, PyTorch, JAX or any DLPack library, read
+        in place); the outputs come back as arrays of the first array argument's library, or
+        are written into `out=` (an array, or a sequence with one per output) and returned."""
         if self.options.target == "cuda":
             return self._call_on_gpu(args, out)
         arrays = self._arrays(args)
         compiled = self._compile(arrays)
         self._check_gathers(compiled.specialized, arrays)
-        outputs = self._outputs(compiled.specialized, out)
+        outputs = self._output_slots(compiled.specialized, out, result_library(args))
         if out is not None:
             _check_disjoint(self, arrays, outputs)
-        packed = _PackedPointers([_address(a) for a in (*arrays, *outputs)])
+        packed = _PackedPointers([_address(a) for a in (*arrays, *(o.view for o in outputs))])
         compiled.call(packed.array)
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        results = [o.finish() for o in outputs]
+        return results[0] if len(results) == 1 else tuple(results)
 
     # ----- the GPU (target "cuda")
 
@@ -552,12 +619,13 @@ class TcFunction:
         if compiled.cpu is None:
             compiled.cpu = CpuLauncher(compiled.stages["gpu"])
         arrays = self._arrays(args)
-        outputs = self._outputs(compiled.specialized, out)
+        outputs = self._output_slots(compiled.specialized, out, result_library(args))
         if out is not None:
             _check_disjoint(self, arrays, outputs)
-        pointers = [int(a.ctypes.data) for a in (*arrays, *outputs)]
+        pointers = [int(a.ctypes.data) for a in (*arrays, *(o.view for o in outputs))]
         compiled.host.run(compiled.entry, pointers, compiled.cpu)
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        results = [o.finish() for o in outputs]
+        return results[0] if len(results) == 1 else tuple(results)
 
     def ptx(self, *args: Any) -> str:
         """For target "cuda": the PTX of the kernels for `args`' shapes (or the last call's)."""
@@ -605,27 +673,30 @@ class TcFunction:
     # ----- arguments
 
     def _arrays(self, args: tuple[Any, ...]) -> list[np.ndarray]:
+        """The arguments as C-contiguous NumPy arrays over the caller's memory (a strided view
+        copied, with an ArrayCopyWarning), each checked against its parameter: dtype and rank
+        (TypeError), memory the CPU can read (ValueError), naming it."""
         params = self.definition.inputs
         if len(args) != len(params):
             raise TypeError(f"{self.name}() takes {len(params)} argument(s), {len(args)} given")
         arrays = []
         for arg, param in zip(args, params, strict=True):
             want = np.dtype(NUMPY_DTYPES[param.element])
-            if param.rank == 0 and np.ndim(arg) == 0:
+            if param.rank == 0 and library_of(arg) is None and np.ndim(arg) == 0:
                 arrays.append(np.asarray(arg, dtype=want))
                 continue
-            array = _as_numpy(arg, self.name, param.name)
+            array = host_view(arg, function=self.name, name=param.name, target_hint=_CPU_HINT)
             if array.dtype != want:
                 raise TypeError(
-                    f"argument '{param.name}' of {self.name}() must have dtype {want}, got "
-                    f"{array.dtype}"
+                    f"argument '{param.name}' of {self.name}() must have dtype {want} "
+                    f"(TC {param.element}), got {describe(arg)}"
                 )
             if array.ndim != param.rank:
                 raise TypeError(
                     f"argument '{param.name}' of {self.name}() must have {param.rank} "
-                    f"dimension(s), got shape {array.shape}"
+                    f"dimension(s), got {describe(arg)}"
                 )
-            arrays.append(np.ascontiguousarray(array))
+            arrays.append(contiguous(array, function=self.name, name=param.name))
         return arrays
 
     def _sizes(self, arrays: list[np.ndarray]) -> dict[str, int]:
@@ -649,29 +720,35 @@ class TcFunction:
                     where.setdefault(dim, f"'{param.name}' (dimension {k})")
         return sizes
 
-    def _outputs(self, specialized: Specialized, out: Any) -> list[np.ndarray]:
+    def _outputs(self, specialized: Specialized) -> list[np.ndarray]:
+        """Zeroed NumPy arrays for the outputs (the gradient's buffers)."""
+        return [
+            aligned_zeros(specialized.shapes[t.name], NUMPY_DTYPES[t.element])
+            for t in self.definition.outputs
+        ]
+
+    def _output_slots(self, specialized: Specialized, out: Any, library: str) -> list[Output]:
+        """Where the kernel writes each output: new zeroed arrays of `library`, or the arrays
+        of `out=` checked (shape, dtype, writeable, host memory; naming the output)."""
         outputs = self.definition.outputs
         if out is None:
             return [
-                np.zeros(specialized.shapes[t.name], dtype=NUMPY_DTYPES[t.element]) for t in outputs
+                new_output(library, specialized.shapes[t.name], NUMPY_DTYPES[t.element])
+                for t in outputs
             ]
         given = list(out) if isinstance(out, (tuple, list)) else [out]
         if len(given) != len(outputs):
             raise TypeError(f"{self.name}() has {len(outputs)} output(s), out= gives {len(given)}")
-        arrays = []
-        for array, tensor in zip(given, outputs, strict=True):
-            array = _as_numpy(array, self.name, tensor.name)
-            shape = specialized.shapes[tensor.name]
-            want = np.dtype(NUMPY_DTYPES[tensor.element])
-            if array.shape != shape or array.dtype != want:
-                raise TypeError(
-                    f"output '{tensor.name}' of {self.name}() must be {want} of shape {shape}, "
-                    f"got {array.dtype} of shape {array.shape}"
-                )
-            if not array.flags.c_contiguous or not array.flags.writeable:
-                raise TypeError(f"output '{tensor.name}' must be a writeable C-contiguous array")
-            arrays.append(array)
-        return arrays
+        return [
+            given_output(
+                array,
+                function=self.name,
+                name=tensor.name,
+                shape=specialized.shapes[tensor.name],
+                dtype=NUMPY_DTYPES[tensor.element],
+            )
+            for array, tensor in zip(given, outputs, strict=True)
+        ]
 
     def _check_gathers(self, specialized: Specialized, arrays: list[np.ndarray]) -> None:
         """Index tensors that are inputs must hold valid positions of the tensor they index."""
@@ -1018,9 +1095,11 @@ def _as_cupy(cupy: Any, value: Any, function: str, name: str) -> Any:
     return value
 
 
-def _check_disjoint(fn: TcFunction, arrays: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+def _check_disjoint(fn: TcFunction, arrays: list[np.ndarray], slots: list[Output]) -> None:
     """The compiled code assumes no two tensors overlap (as TC's semantics do)."""
     names = [t.name for t in fn.definition.inputs] + [t.name for t in fn.definition.outputs]
+    # the caller's arrays (an output written through a copy overlaps where its target does)
+    outputs = [s.view if s.copy_back is None else s.copy_back for s in slots]
     everything = [*arrays, *outputs]
     for k, output in enumerate(outputs, start=len(arrays)):
         for j in range(k):
@@ -1031,14 +1110,6 @@ def _check_disjoint(fn: TcFunction, arrays: list[np.ndarray], outputs: list[np.n
                 )
 
 
-def _as_numpy(value: Any, function: str, name: str) -> np.ndarray:
-    if isinstance(value, np.ndarray):
-        return value
-    try:
-        return np.from_dlpack(value)
-    except (TypeError, AttributeError, BufferError, RuntimeError):
-        raise TypeError(
-            f"argument '{name}' of {function}() must be a NumPy array or a DLPack-capable CPU "
-            f"array, got {type(value).__name__}"
-        ) from None
+# what a message about an array in GPU memory passed to a CPU kernel suggests
+_CPU_HINT = ": pass CPU memory (`.cpu()`, `cupy.asnumpy`) or define it with target='cuda'"
 

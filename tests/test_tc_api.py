@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import polyflow.tc as tc
+from polyflow.arrays import ArrayCopyWarning
 from polyflow.errors import CompileError
 from polyflow.options import Options
 
@@ -197,7 +198,7 @@ def test_arguments_are_checked_against_the_signature() -> None:
     with pytest.raises(TypeError, match=r"mv\(\) takes 2 argument\(s\), 1 given"):
         mv(rand(3, 4))
     with pytest.raises(
-        TypeError, match="argument 'A' of mv\\(\\) must have dtype float32, got float64"
+        TypeError, match="argument 'A' of mv\\(\\) must have dtype float32 \\(TC f32\\), got a NumPy array of float64"
     ):
         mv(rand(3, 4, dtype=np.float64), rand(4))
     with pytest.raises(TypeError, match="argument 'x' of mv\\(\\) must have 1 dimension"):
@@ -206,7 +207,7 @@ def test_arguments_are_checked_against_the_signature() -> None:
         ValueError, match="size 'K' of mv\\(\\) is 4 in 'A' \\(dimension 1\\) but 5 in 'x'"
     ):
         mv(rand(3, 4), rand(5))
-    with pytest.raises(TypeError, match="must be a NumPy array or a DLPack-capable CPU array"):
+    with pytest.raises(TypeError, match="must be an array \\(NumPy, PyTorch, JAX, CuPy or any DLPack"):
         mv([[1.0]], rand(1))
 
 
@@ -223,7 +224,7 @@ def test_outputs_can_be_given() -> None:
     out = np.full(5, 99.0, dtype=np.float32)
     assert mv(a, x, out=out) is out
     np.testing.assert_allclose(out, a @ x, rtol=1e-5)
-    with pytest.raises(TypeError, match="output 'C' of mv\\(\\) must be float32 of shape \\(5,\\)"):
+    with pytest.raises(ValueError, match="output 'C' of mv\\(\\) must have shape \\(5,\\), got"):
         mv(a, x, out=np.zeros(6, dtype=np.float32))
     with pytest.raises(ValueError, match="output 'C' of mv\\(\\) overlaps 'x'"):
         mv(np.zeros((4, 4), dtype=np.float32), x, out=x)
@@ -244,7 +245,8 @@ def test_inputs_from_dlpack_and_non_contiguous_views() -> None:
 
     a, x = rand(6, 8), rand(8)
     np.testing.assert_allclose(mv(Producer(a), x), a @ x, rtol=1e-5)
-    np.testing.assert_allclose(mv(a.T.copy().T, x), a @ x, rtol=1e-5)
+    with pytest.warns(ArrayCopyWarning, match="argument 'A' of mv\\(\\) is not C-contiguous"):
+        np.testing.assert_allclose(mv(a.T.copy().T, x), a @ x, rtol=1e-5)
 
 
 def test_compiled_kernels_are_cached_per_shape() -> None:

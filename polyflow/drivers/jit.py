@@ -13,6 +13,7 @@ import numpy as np
 from mlir.execution_engine import ExecutionEngine
 from pycparser import c_ast
 
+from polyflow.arrays import contiguous, describe, host_view, library_of
 from polyflow.drivers.compile import Compiled, compile_module
 from polyflow.drivers.sources import c_module, check_gradients, given_c_source
 from polyflow.errors import CompileError
@@ -23,6 +24,7 @@ from polyflow.frontend.c import (
     FileScope,
 )
 from polyflow.frontend.c_scope import flatten_initializer
+from polyflow.frontend.c_struct_params import stored_arrays
 from polyflow.frontend.c_types import Array, Scalar, Unsupported, Void
 from polyflow.ir.names import CABI_PREFIX
 from polyflow.lowering.llvm_dialect import has_parallel_loops
@@ -102,12 +104,75 @@ class CompiledFunction:
         if not address:
             raise RuntimeError(f"compiled code for '{fn.name}' not found")
         self._packed = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+        # the array parameters the function may store into (True: any of them), on first call
+        self._stored: frozenset[str] | bool | None = None
 
     def mlir(self, stage: str = "mlir") -> str:
         """The IR after a pipeline stage ('mlir', 'affine', 'affine-opt', 'llvm-dialect')."""
         if stage not in self.stages:
             raise KeyError(f"stage '{stage}' not kept (have: {', '.join(self.stages)})")
         return self.stages[stage]
+
+    # ----- notebooks (polyflow.display renders; these gather what it shows)
+
+    def _repr_html_(self) -> str:
+        from polyflow.display import render_html
+
+        return render_html(self._display_view())
+
+    def _repr_markdown_(self) -> str:
+        from polyflow.display import render_markdown
+
+        return render_markdown(self._display_view())
+
+    def _display_view(self) -> Any:
+        """A `polyflow.display.KernelView`: the C signature, the arrays' shapes as far as the
+        parameters say them, the report, the stages, the options and the source."""
+        from pycparser import c_generator
+
+        from polyflow.display import KernelView
+        from polyflow.frontend.c_analysis import is_statement_wrapper, walk
+
+        fn, generator = self.signature, c_generator.CGenerator()
+        if fn.node.decl.name == fn.name and not fn.unpacked:
+            signature = str(generator.visit(fn.node.decl))
+        else:  # a gradient's or a struct-unpacked interface: the parameters as called
+            signature = f"{fn.ret} {fn.name}({', '.join(f'{t} {n}' for n, t in fn.params)})"
+        details = []
+        for name, ptype in fn.params:
+            if isinstance(ptype, Array):
+                dims = [
+                    "any" if d is None else str(d) if isinstance(d, int) else generator.visit(d)
+                    for d in ptype.dims
+                ]
+                details.append(f"{name}: {ptype.elem} array, shape ({', '.join(dims)})")
+        if fn.globals:
+            details.append(f"file-scope variables: {', '.join(fn.globals)} (in .globals)")
+        nests = []  # (function, line, column, last line) of each outermost loop: a table row
+        if fn.node.decl.name == fn.name:
+            stack: list[tuple[c_ast.Node, bool]] = [(fn.node.body, False)]
+            while stack:
+                node, inside = stack.pop()
+                if isinstance(node, c_ast.For | c_ast.While | c_ast.DoWhile) and not inside:
+                    if not is_statement_wrapper(node):
+                        last = max(n.coord.line for n in walk(node) if n.coord is not None)
+                        nests.append((fn.name, node.coord.line, node.coord.column or 0, last))
+                        inside = True
+                stack += [(child, inside) for _, child in node.children()]
+        origin = self.origin
+        return KernelView(
+            name=self.name,
+            language="c",
+            signature=signature,
+            details=details,
+            report=self.report,
+            stages=dict(self.stages),
+            options=origin[3] if origin else None,
+            source=origin[0] if origin else None,
+            file=origin[1] if origin else None,
+            cached=self.cached,
+            nests=nests,
+        )
 
     def autotune(
         self,
@@ -139,20 +204,32 @@ class CompiledFunction:
         )
 
     def __call__(self, *args: Any) -> Any:
+        """Call the C function: arrays of NumPy, PyTorch, JAX or any DLPack library are passed
+        by pointer to their own memory (a strided view through a contiguous copy, copied back
+        where the function stores into it); scalars as C converts constants."""
         fn = self.signature
-        ordered = bind_arguments(
-            fn,
-            args,
-            lambda ptype, value: _ctype(ptype)(value),
-            lambda pname, ptype, arg, scalars: ctypes.c_void_p(
-                _check_array(fn.name, pname, ptype, arg, scalars).ctypes.data
-            ),
-        )
+        if self._stored is None:
+            self._stored = _stored_parameters(fn)
+        copies: list[tuple[np.ndarray, np.ndarray]] = []  # (copy passed, the caller's view)
+
+        def pointer(pname: str, ptype: Array, arg: Any, scalars: dict[str, int | float]) -> Any:
+            stored = self._stored is True or pname in cast(frozenset[str], self._stored)
+            array = _check_array(fn.name, pname, ptype, arg, scalars, stored=stored)
+            if not array.flags.c_contiguous:
+                passed = contiguous(array, function=fn.name, name=pname, stacklevel=6)
+                if stored:
+                    copies.append((passed, array))
+                array = passed
+            return ctypes.c_void_p(array.ctypes.data)
+
+        ordered = bind_arguments(fn, args, lambda ptype, value: _ctype(ptype)(value), pointer)
         ordered += [ctypes.c_void_p(self.globals[g].ctypes.data) for g in fn.globals]
         result = None if isinstance(fn.ret, Void) else _ctype(fn.ret)()
         pointers = [*ordered, *([result] if result is not None else [])]
         packed = (ctypes.c_void_p * len(pointers))(*[ctypes.addressof(p) for p in pointers])
         self._packed(packed)
+        for passed, view in copies:
+            np.copyto(view, passed)
         return None if result is None else result.value
 
 
@@ -209,25 +286,46 @@ def _scalar_value(fname: str, pname: str, ptype: Scalar, arg: Any) -> int | floa
     return int(arg)
 
 
+def _stored_parameters(fn: CFunction) -> frozenset[str] | bool:
+    """The array parameters `fn`'s body may store into; True when a store's target is not a
+    named array (any parameter may then be written)."""
+    body = getattr(fn.node, "body", None)
+    stored = None if body is None else stored_arrays(body)
+    return True if stored is None else frozenset(stored)
+
+
 def _check_array(
-    fname: str, pname: str, ptype: Array, arg: Any, scalars: dict[str, int | float]
+    fname: str,
+    pname: str,
+    ptype: Array,
+    arg: Any,
+    scalars: dict[str, int | float],
+    *,
+    stored: bool = True,
 ) -> np.ndarray:
-    if not isinstance(arg, np.ndarray):
-        try:
-            arg = np.from_dlpack(arg)
-        except (TypeError, AttributeError, BufferError):
-            raise TypeError(
-                f"argument '{pname}' of {fname}() must be a NumPy array, got {type(arg).__name__}"
-            ) from None
+    """`arg` as a NumPy array over its own memory, checked against parameter `pname`: dtype,
+    rank and extents, memory the CPU reaches, and writeable where the function stores into it
+    (TypeError or ValueError naming it)."""
+    original = arg
+    if stored and library_of(arg) == "jax":
+        raise TypeError(
+            f"argument '{pname}' of {fname}() is a JAX array, which is immutable, but {fname}() "
+            "may store into it: pass a NumPy array or a torch tensor"
+        )
+    arg = host_view(arg, function=fname, name=pname, target_hint=": pass CPU memory")
     want = np.dtype(ptype.elem.numpy_dtype)
     if arg.dtype != want:
-        raise TypeError(f"argument '{pname}' of {fname}() must have dtype {want}, got {arg.dtype}")
-    if not arg.flags.c_contiguous:
-        raise TypeError(f"argument '{pname}' of {fname}() must be C-contiguous")
-    if not arg.flags.writeable:
-        raise TypeError(f"argument '{pname}' of {fname}() must be writeable")
+        raise TypeError(
+            f"argument '{pname}' of {fname}() must have dtype {want} ({ptype.elem}), got "
+            f"{describe(original)}"
+        )
+    if stored and not arg.flags.writeable:
+        raise ValueError(
+            f"argument '{pname}' of {fname}() is read-only ({describe(original)}) but "
+            f"{fname}() may store into it: pass a writeable array"
+        )
     if ptype.rank == 1 and ptype.dims[0] is None:
-        return arg  # a plain pointer: any contiguous array of the element type
+        return arg  # a plain pointer: any array of the element type (made contiguous)
     if arg.ndim != ptype.rank:
         raise TypeError(
             f"argument '{pname}' of {fname}() must have {ptype.rank} dimension(s) ({ptype}), got shape {arg.shape}"
