@@ -8,7 +8,7 @@ __all__ = ["CompileError", "GpuUnavailable", "Options", "__version__", "build_pr
 
 
 # submodules reachable as attributes of `import polyflow` (loaded on first use)
-_SUBMODULES = ("tc",)
+_SUBMODULES = ("tc", "remote")
 
 
 def __getattr__(name: str):  # lazy: importing polyflow must not load MLIR
