@@ -664,7 +664,9 @@ class TcFunction:
             ]
         pointers = [int(a.data.ptr) for a in (*arrays, *outputs)]
         compiled.host.run(compiled.entry, pointers, compiled.gpu)
-        if torch_inputs and out is None:
+        if out is not None:  # the caller's own arrays (a torch tensor stays one)
+            outputs = list(out) if isinstance(out, (tuple, list)) else [out]
+        elif torch_inputs:
             import torch  # type: ignore[import-not-found]
 
             outputs = [torch.from_dlpack(o) for o in outputs]

@@ -327,3 +327,17 @@ def test_given_output_checks_without_a_kernel() -> None:
     target = torch.zeros(2, 3)
     slot = given_output(target, function="f", name="C", shape=(2, 3), dtype=np.float32)
     assert slot.finish() is target and address(slot.view) == target.data_ptr()
+
+
+@pytest.mark.gpu
+def test_cuda_kernels_give_back_torch_tensors_and_the_out_given(operands: Any) -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device for torch")
+    a, b = operands
+    mm_gpu = tc.define(MATMUL, options=Options(opt_level=3, target="cuda"))
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    got = mm_gpu(ta, tb)
+    assert isinstance(got, torch.Tensor) and got.is_cuda
+    out = torch.zeros(33, 20, device="cuda")
+    assert mm_gpu(ta, tb, out=out) is out
+    np.testing.assert_allclose(out.cpu().numpy(), a @ b, rtol=RTOL)
