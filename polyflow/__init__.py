@@ -4,7 +4,7 @@ from polyflow.errors import CompileError, GpuUnavailable
 from polyflow.options import Options
 from polyflow.version import __version__
 
-__all__ = ["CompileError", "GpuUnavailable", "Options", "__version__", "build_program", "compile_c", "raise_report"]
+__all__ = ["CompileError", "GpuUnavailable", "Options", "__version__", "build_program", "compile_c", "raise_report", "show"]
 
 
 # submodules reachable as attributes of `import polyflow` (loaded on first use)
@@ -24,6 +24,10 @@ def __getattr__(name: str):  # lazy: importing polyflow must not load MLIR
         from polyflow.drivers.build import build_program
 
         return build_program
+    if name == "show":
+        from polyflow.display import show
+
+        return show
     if name == "raise_report":
         from polyflow.drivers.reports import raise_report
 
