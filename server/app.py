@@ -172,6 +172,69 @@ class CompileRequest(BaseModel):
         default=None,
         description="also compile the reverse-mode gradient `<entry>_grad` of a function (CPU)",
     )
+    explore: bool = Field(
+        default=False,
+        description="also answer `explore`, the web explorer's data (each loop's badges, the "
+        "stages in `emit` without locations with each line's source position, the schedule "
+        "trees, the dependences); the request is kept beside the result (GET /v1/results/KEY)",
+    )
+
+
+class SourcePosition(BaseModel):
+    line: int
+    column: int
+
+
+class ExploreLoop(BaseModel):
+    """A loop of the source (C `for`/`while`/`do`, a TC statement) and what became of it."""
+
+    function: str
+    line: int
+    column: int
+    badges: list[str] = Field(description="those that hold: raised, parallel, tiled, micro-kernel")
+    why_not: list[str] = Field(
+        description="why something did not happen: not raised and why, the notes and warnings "
+        "of the polyhedral stage at this loop, a function not optimized"
+    )
+    details: dict[str, Any] = Field(
+        description="facts: tile_sizes, micro_kernel (rows x vectors), vector_lanes, "
+        "reductions, rescheduled, ..."
+    )
+
+
+class ExploreStage(BaseModel):
+    text: str = Field(description="the stage's IR without location attributes")
+    lines: list[SourcePosition | None] = Field(
+        description="per line of `text`: the source position of the op on it (null: none)"
+    )
+
+
+class Dependence(BaseModel):
+    kind: Literal["flow", "anti", "output", "reduction"]
+    relation: str = Field(description="isl relation from source to sink statement instances")
+    source: str | None = None
+    sink: str | None = None
+    source_line: int | None = None
+    sink_line: int | None = None
+
+
+class Explore(BaseModel):
+    """The web explorer's data of a compile (asked for with `explore: true`)."""
+
+    language: Literal["c", "tc"]
+    loops: list[ExploreLoop]
+    stages: dict[str, ExploreStage] = Field(description="the MLIR stages of `emit`")
+    schedule_trees: dict[str, str] = Field(description="function -> isl schedule tree(s)")
+    dependences: dict[str, list[Dependence]] = Field(
+        description="per function the polyhedral stage analyzed: its dependences (at most "
+        "200 per function)"
+    )
+    dependences_truncated: dict[str, int] = Field(
+        default_factory=dict, description="per function: how many dependences were left out"
+    )
+    statements: dict[str, dict[str, SourcePosition]] = Field(
+        description="per function: each isl statement's source position"
+    )
 
 
 class CompileResponse(BaseModel):
@@ -195,6 +258,29 @@ class CompileResponse(BaseModel):
         "tuning database) this compile used for the kernel, over the request's; null: none",
     )
     cached: bool = Field(description="true when the result came from the cache")
+    explore: Explore | None = Field(
+        default=None, description="the web explorer's data (only with `explore: true`)"
+    )
+
+
+class StoredRequest(BaseModel):
+    """The request of a result compiled with `explore: true`, as the service received it."""
+
+    language: str
+    source: str
+    entry: str | None = None
+    target: str = "cpu"
+    options: dict[str, Any] = Field(description="the request's options as it gave them")
+    sizes: dict[str, int] | None = None
+    emit: list[str] = Field(default_factory=list)
+    explore: bool = True
+
+
+class StoredResult(BaseModel):
+    """A result compiled with `explore: true` and its request (the explorer's share links)."""
+
+    request: StoredRequest
+    result: CompileResponse
 
 
 class TuneRequest(BaseModel):
@@ -424,11 +510,17 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
     async def version() -> dict[str, str]:
         return known_versions
 
-    async def compile_and_store(key: str, request: dict[str, Any]) -> dict[str, Any]:
+    async def compile_and_store(
+        key: str, request: dict[str, Any], shown: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The outcome of compiling `request`, stored under `key` when it may be; `shown`:
+        the request as given, stored beside it (an explorer's compile: /v1/results)."""
         try:
             outcome = await pool.run(request, config.timeout)
             if "ok" in outcome and outcome.get("cacheable", True):
                 blob = json.dumps(outcome["ok"]).encode()
+                if shown is not None:  # first: the oldest rows go first, the result with it
+                    cache.put(_request_key(key), json.dumps(shown).encode())
                 cache.put(key, blob)
                 hot.put(key, blob)
             return outcome
@@ -456,6 +548,7 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
     ) -> dict[str, Any] | Response:
         _check_size(body.source, config)
         given = cast(BaseModel, body.options).model_dump(exclude_unset=True)
+        asked = dict(given)  # the options as the request gave them (an explorer's result keeps them)
         if given.get("target", body.target) != body.target:
             raise HTTPException(
                 422,
@@ -482,6 +575,8 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
                 **options,
                 "sizes": body.sizes,
                 "emit": sorted(body.emit),
+                # the explorer's answers hold more (an old key stays as it was without it)
+                **({"explore": True} if body.explore else {}),
                 # a tuned compile's key holds the tuning (an untuned one's is as before)
                 **({} if tuning is None else {"tuned_choices": [tuning.choices, tuning.updated]}),
             },
@@ -510,7 +605,16 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
         task = in_flight.get(key)
         if task is None:
             request = {**body.model_dump(), "options": options, "tuning": tuned}
-            task = asyncio.ensure_future(compile_and_store(key, request))
+            shown = None
+            if body.explore:
+                shown = {
+                    **body.model_dump(
+                        include={"language", "source", "entry", "target", "sizes", "emit"}
+                    ),
+                    "options": asked,
+                    "explore": True,
+                }
+            task = asyncio.ensure_future(compile_and_store(key, request, shown))
             task.add_done_callback(_retrieve)
             in_flight[key] = task
         try:
@@ -534,6 +638,23 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             raise HTTPException(error["status"], error.get("message", "compile failed"))
         metrics.latency.labels("miss").observe(time.perf_counter() - started)
         return {**outcome["ok"], "key": key, "cached": False}
+
+    @app.get(
+        "/v1/results/{key}",
+        response_model=StoredResult,
+        responses=_errors(404, 422),
+    )
+    async def stored_result(key: str) -> Response:
+        """A result compiled with `explore: true`, with its request (the explorer's share
+        links); 404 for any other key."""
+        shown = await asyncio.to_thread(cache.get, _request_key(key))
+        stored = hot.get(key) or (None if shown is None else await asyncio.to_thread(cache.get, key))
+        if shown is None or stored is None:
+            raise HTTPException(404, f"no result compiled for the explorer with key {key}")
+        # the stored JSON as it is, with the answer's two fields added (no decoding)
+        tail = f',"key":{json.dumps(key)},"cached":true}}'.encode()
+        body = b'{"request":' + shown + b',"result":' + stored[:-1] + tail + b"}"
+        return Response(body, media_type="application/json")
 
     @app.get(
         "/v1/artifacts/{key}/{name}",
@@ -630,6 +751,11 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
         return view
 
     return app
+
+
+def _request_key(key: str) -> str:
+    """Where the compile cache keeps the request of the explorer's result `key`."""
+    return f"{key}/request"
 
 
 def _check_size(source: str, config: ServeConfig) -> None:

@@ -10,10 +10,12 @@ read their files (`cc`, `include_dirs`, `cflags`) are refused before a job is ma
 from __future__ import annotations
 
 import base64
+import contextlib
 import re
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,8 @@ from polyflow.errors import CompileError
 from polyflow.options import Options, grad_spec
 from polyflow.report import Remark
 from polyflow.storage.tuning import apply_choices
+
+from .explore import MLIR_STAGES, build_explore, source_loops, split_locations
 
 # Options a request may not set: `cc` names the program that preprocesses C, `include_dirs`
 # would let the preprocessor read the service's files.
@@ -42,7 +46,8 @@ _STANDARD_INCLUDE = re.compile(r"^[ \t]*<([\w/.]+)>[ \t]*(//.*|/\*.*)?$")
 
 def run_job(request: dict[str, Any]) -> dict[str, Any]:
     """Compile `request` (the fields of a /v1/compile body, validated, and `tuning`: None or the
-    tuned `choices` the service found for it, with the `note` the report gives); returns
+    tuned `choices` the service found for it, with the `note` the report gives; with `explore`,
+    the answer's `explore` holds the web explorer's data, server/explore.py); returns
     `{"ok": {...response fields...}, "cacheable": bool}` (False: a function ran past the
     compile timeout, so the result depends on the machine's speed) or
     `{"error": {"status", "diagnostics"}}`."""
@@ -57,6 +62,7 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     from mlir import ir
 
     from polyflow.drivers.compile import check_target, compile_module
+    from polyflow.ir.functions import source_names
 
     options = Options(**request["options"])
     # the tuned choices the service looked up for this request (its cache key holds them)
@@ -69,6 +75,10 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     check_target(options)
     if options.grad and options.target == "cuda":
         raise CompileError("gradients are compiled for the CPU only for now", file="<input>")
+    explore = bool(request.get("explore"))
+    located = options.debug_locations  # whether the answer's stages keep their locations
+    if explore:  # the explorer maps IR lines to source lines: the stages are printed with them
+        options = options.model_copy(update={"debug_locations": True})
     keep = frozenset(request["emit"])
     timings: dict[str, float] = {}
     start = time.perf_counter()
@@ -79,12 +89,23 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     else:
         context, module, entry = _tc_module(request, options)
     timings["frontend"] = (time.perf_counter() - start) * 1e3
+    files = ("<input>",) if request["language"] == "c" else ("<tc>",)
+    loops: list[dict[str, Any]] = []
+    if explore:  # the source's loops, before the pipeline changes the module in place
+        with context:
+            loops = source_loops(module, files)
     kernels_only = options.target == "cuda" and not options.gpu_emulate
     if kernels_only:  # a client launches the kernels on arrays already in GPU memory
         options = options.model_copy(update={"gpu_device_arrays": True})
         keep = keep | {"ptx"}
+    names: dict[str, str] = {}
+
+    def read_names(stage: str, staged: Any) -> None:
+        if stage == "affine-opt":  # the symbols the polyhedral stage recorded, as C names
+            names.update(source_names(staged))
+
     # the service keeps results itself (by request, in front of the workers): no cache here
-    with context, ir.Location.unknown():
+    with context, ir.Location.unknown(), _recording(explore) as recorded:
         compiled = compile_module(
             module,
             options,
@@ -92,7 +113,13 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
             keep=keep,
             cache=None,
             workers=1,
+            after_stage=read_names if explore else None,
         )
+    printed = dict(compiled.stages)
+    if explore and not located:  # the answer's stages as they are without `explore`
+        for name, text in printed.items():
+            if name in MLIR_STAGES:
+                compiled.stages[name] = split_locations(text)[0]
     timings.update({name: seconds * 1e3 for name, seconds in compiled.timings.items()})
     said = compiled.report
     said.remarks[:0] = left_out
@@ -110,7 +137,7 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         timings["link"] = (time.perf_counter() - start) * 1e3
     if header is not None:
         artifacts["kernel.h"] = header.encode()
-    response = {
+    response: dict[str, Any] = {
         "entry": entry,
         "diagnostics": diagnostics,
         "stages": {name: text for name, text in compiled.stages.items() if name in keep},
@@ -118,8 +145,32 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         "timings": timings,
         "report": said.to_dict(),
         "tuned": None if tuning is None else tuning["choices"],
+        "explore": None,
     }
+    if explore:
+        response["explore"] = build_explore(
+            language=request["language"],
+            stages={name: text for name, text in printed.items() if name in keep},
+            report=response["report"],
+            loops=loops,
+            files=files,
+            recorded=recorded,
+            names=names,
+        )
     return response, compiled.cacheable
+
+
+@contextlib.contextmanager
+def _recording(explore: bool) -> Iterator[dict[str, Any]]:
+    """The dependences the polyhedral stage computes within, by function symbol (explore
+    only: they cost the time of printing them)."""
+    if not explore:
+        yield {}
+        return
+    from polyflow.schedule import recording_dependences
+
+    with recording_dependences() as recorded:
+        yield recorded
 
 
 def _gpu_artifacts(compiled: Any) -> dict[str, bytes]:

@@ -48,6 +48,7 @@ from polyflow.ir.locations import position_text
 from polyflow.ir.names import NOT_AFFINE_ATTR, NOT_SCHEDULED_ATTR, SCHEDULE_ATTR, symbol_name
 from polyflow.ir.remarks import attach_remarks, remark_at, take_remarks
 from polyflow.options import Options
+from polyflow.poly import isl_helpers as ih
 from polyflow.poly.budget import BudgetExhausted, isl_budget, step_budget
 from polyflow.report import Json, Remark
 from polyflow.target import target_of
@@ -114,6 +115,9 @@ class StepTimes:
         # functions whose processing ran past `Options.compile_timeout` (their result depends on
         # the machine's speed, so the compile must not be cached)
         self.past_deadline: list[str] = []
+        # inside `recording_dependences()`: each function's scops (by symbol), as
+        # `_dependence_record` writes them; None: not recording (the strings cost time)
+        self.dependences: dict[str, list[dict[str, Json]]] | None = None
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -127,6 +131,56 @@ class StepTimes:
 # The steps of the latest `schedule_module` call (compile work runs one module at a time per
 # process: the service's workers and the CLI alike).
 timer = StepTimes()
+
+
+# at most this many dependence relations are recorded per scop (`left_out` counts the others)
+MAX_RECORDED_DEPENDENCES = 500
+
+
+@contextmanager
+def recording_dependences() -> Iterator[dict[str, list[dict[str, Json]]]]:
+    """Within it, the `schedule_module` calls of this process record the dependences isl
+    computed for each scop (the explorer shows them): the dict yielded maps each function's
+    symbol to its scops' records, each `{"scop", "statements": {name: [line, column]},
+    "dependences": [{"kind": "flow"|"anti"|"output", "relation", "source", "sink",
+    "source_line", "sink_line"}], "left_out"}`, as the latest scheduling of it left them."""
+    recorded: dict[str, list[dict[str, Json]]] = {}
+    timer.dependences = recorded
+    try:
+        yield recorded
+    finally:
+        timer.dependences = None
+
+
+def _dependence_record(scop: Scop, deps: Dependences, index: int) -> dict[str, Json]:
+    """One scop's dependences as strings, one per pair of statements and kind (RAW: flow,
+    WAR: anti, WAW: output), with the source lines of their statements."""
+    lines = {s.name: s.line or None for s in scop.statements}
+    out: list[Json] = []
+    left_out = 0
+    for kind, relation in (("flow", deps.raw), ("anti", deps.war), ("output", deps.waw)):
+        for piece in ih.maps_of(relation):
+            if len(out) >= MAX_RECORDED_DEPENDENCES:
+                left_out += 1
+                continue
+            source = piece.get_tuple_name(isl.dim_type.in_)
+            sink = piece.get_tuple_name(isl.dim_type.out)
+            out.append(
+                {
+                    "kind": kind,
+                    "relation": piece.to_str(),
+                    "source": source,
+                    "sink": sink,
+                    "source_line": lines.get(source),
+                    "sink_line": lines.get(sink),
+                }
+            )
+    return {
+        "scop": index,
+        "statements": {s.name: [s.line, s.column] for s in scop.statements},
+        "dependences": out,
+        "left_out": left_out,
+    }
 
 
 def past_deadline() -> list[str]:
@@ -205,6 +259,9 @@ def reschedule_function(
         with timer.step("statement splitting"):
             _run_pipeline(fn, "schedule-split-statements")
     trees: list[str] = []
+    recorded = None
+    if timer.dependences is not None:  # a second try (without expansion) starts afresh
+        recorded = timer.dependences[symbol_name(fn)] = []
     try:
         with timer.step("model"):
             found = extract_scops(fn, expand_scalars=expand_scalars)
@@ -221,6 +278,11 @@ def reschedule_function(
                 deps = _dependences(scop, options, notes, located)
             if deps is None:
                 continue
+            if recorded is not None:
+                try:
+                    recorded.append(_dependence_record(scop, deps, index))
+                except Exception as exc:  # what is shown must never change what is compiled
+                    recorded.append({"scop": index, "error": _describe(exc)})
             with timer.step("scheduling"):
                 schedule = _new_schedule(scop, deps, options, notes, located)
             if schedule is None:
@@ -556,8 +618,13 @@ def _process_within(
         _process_function(module, fn, options)
         # the function (swapped for a new op) with what it refers to: small, and verifies
         done, _copy = scratch_module(module, ir.SymbolTable(module.operation)[name])
+        recorded = None if timer.dependences is None else timer.dependences.get(name)
         return json.dumps(
-            {"module": done.operation.get_asm(enable_debug_info=True), "times": timer.seconds}
+            {
+                "module": done.operation.get_asm(enable_debug_info=True),
+                "times": timer.seconds,
+                "dependences": recorded,
+            }
         ).encode()
 
     # the child has none of this process's threads (schedule_module turns this back on)
@@ -578,6 +645,8 @@ def _process_within(
     result = json.loads(data)
     for step, spent in result["times"].items():
         timer.seconds[step] = timer.seconds.get(step, 0.0) + spent
+    if timer.dependences is not None and result.get("dependences") is not None:
+        timer.dependences[name] = result["dependences"]
     done = ir.Module.parse(result["module"], context=module.context)
     for op in done.body.operations:
         if op.operation.name == "func.func" and symbol_name(op.operation) == name:
@@ -709,6 +778,7 @@ __all__ = [
     "NOT_SCHEDULED_ATTR",
     "SCHEDULE_ATTR",
     "ScheduleNotes",
+    "recording_dependences",
     "reschedule_function",
     "schedulable_functions",
     "schedule_module",
