@@ -33,6 +33,7 @@ import email.utils
 import logging
 import math
 import os
+import ssl
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -463,8 +464,9 @@ class Client:
     `timeout`: seconds per request, or an `httpx.Timeout` (default: 10 s to connect, 300 s for
     an answer). `retries`: how many times a request is retried after a 503 (queue full), a 502
     or a refused connection, waiting what `Retry-After` says, else `backoff * 2**n` seconds (at
-    most `max_backoff`); `on_retry` is called with a `Retry` before each wait. Use it as a
-    context manager, or `close()` it.
+    most `max_backoff`); `on_retry` is called with a `Retry` before each wait. `verify`: whether
+    to check an https service's certificate (or the `ssl.SSLContext` to check it with). Use it
+    as a context manager, or `close()` it.
     """
 
     def __init__(
@@ -477,7 +479,7 @@ class Client:
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         on_retry: Callable[[Retry], None] | None = None,
-        verify: bool | str = True,
+        verify: bool | ssl.SSLContext = True,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url must start with http:// or https://, not {url!r}")

@@ -6,6 +6,7 @@ SIGSTOP while it holds a job), and a tuning. No MLIR is loaded in the client's p
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import test_server
 
@@ -182,10 +184,10 @@ def test_a_c_kernel_compiled_remotely_links_and_agrees_with_gcc(
     assert not other.report.select(kind="parallel-loop") and other.key != result.key
 
 
-def test_a_tc_definition_compiles_for_the_sizes_given(client: Client) -> None:
+def test_a_tc_definition_compiles_for_the_sizes_given(client: Client, tmp_path: Path) -> None:
     mv = client.tc.define(MV_TC)
     assert mv.name == "mv" and mv.size_names == ["K", "M"] and mv.options == {"opt_level": 3}
-    with pytest.raises(ValueError, match=r"has not been compiled yet: call compile\(K=..., M=...\)"):
+    with pytest.raises(ValueError, match=r"not been compiled yet: call compile\(K=..., M=...\)"):
         mv.mlir()
     with pytest.raises(ValueError, match=r"needs the size of every symbolic dimension: give M=..."):
         mv.compile(K=32)
@@ -201,6 +203,19 @@ def test_a_tc_definition_compiles_for_the_sizes_given(client: Client) -> None:
     assert reduction and reduction[0].position is not None
     assert reduction[0].position.file == "<tc>" and reduction[0].position.line == 1
     assert "memref<64x32xf32>" in first.mlir("mlir")
+    # the oracle: kernel.so's `__polyflow_mv` (a pointer to each array's data, inputs then
+    # outputs) against NumPy
+    runtime = openmp_library_dir()
+    assert runtime is not None
+    ctypes.CDLL(str(runtime / "libiomp5.so"), mode=ctypes.RTLD_GLOBAL)
+    library = ctypes.CDLL(str(first.save("kernel.so", tmp_path / "mv.so")))
+    rng = np.random.default_rng(29)
+    A = rng.standard_normal((64, 32), dtype=np.float32)
+    x = rng.standard_normal(32, dtype=np.float32)
+    C = np.full(64, np.nan, dtype=np.float32)  # `+=!` initializes it
+    library.__polyflow_mv.argtypes = [ctypes.c_void_p] * 3
+    library.__polyflow_mv(A.ctypes.data, x.ctypes.data, C.ctypes.data)
+    np.testing.assert_allclose(C, A.astype(np.float64) @ x, rtol=1e-5, atol=1e-5)
     again = mv.compile(M=64, K=32)
     assert again.cached and mv.cached and again.key == first.key
     smaller = mv.compile(M=16, K=32)
@@ -211,6 +226,15 @@ def test_a_tc_definition_compiles_for_the_sizes_given(client: Client) -> None:
     with pytest.raises(ValueError, match="the source defines mv, scale: say which one with name="):
         client.tc.define(two)
     assert client.tc.define(two, "scale").compile(N=5).entry == "scale"
+
+
+def test_a_cuda_build_gives_the_gpu_stage_and_ptx(client: Client) -> None:
+    """No GPU needed: the service maps and emits PTX, which nothing here launches."""
+    result = client.tc.define(MV_TC, target="cuda").compile(M=64, K=32)
+    assert "gpu.launch_func" in result.mlir("gpu") and ".visible .entry" in result.mlir("ptx")
+    assert {"kernels.ptx", "host.mlir"} <= set(result.artifacts)
+    assert result.artifact("kernels.ptx").decode() == result.mlir("ptx")
+    assert result.report.select(kind="gpu-kernel")
 
 
 def test_a_c_error_is_a_compile_error_at_the_servers_line_and_column(
