@@ -434,15 +434,21 @@ def _lines(text: str) -> int:
     return text.count("\n") + (0 if text.endswith("\n") or not text else 1)
 
 
+def _kind(view: KernelView) -> str:
+    kind = "a Tensor Comprehension" if view.language == "tc" else "a C function"
+    if view.report is None:
+        return f"{kind} (polyflow)"
+    cached = " (from the compile cache)" if view.cached else ""
+    return f"{kind} compiled by polyflow{cached}"
+
+
 def render_html(view: KernelView) -> str:
     """The HTML of a kernel's rich repr (see the module docstring); every text escaped."""
     e = html.escape
     uid = f"polyflow-{next(_ids)}"
     cell = "border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top"
     parts = [f'<div class="polyflow-kernel" id="{uid}">']
-    kind = "Tensor Comprehension" if view.language == "tc" else "C function"
-    cached = " (from the compile cache)" if view.cached else ""
-    parts.append(f"<p><b>{e(view.name)}</b>: {e(kind)} compiled by polyflow{e(cached)}</p>")
+    parts.append(f"<p><b>{e(view.name)}</b>: {e(_kind(view))}</p>")
     if view.status:
         parts.append(f"<p><i>{e(view.status)}</i></p>")
     parts.append(highlight_html(view.signature, view.language))
@@ -487,6 +493,11 @@ def render_html(view: KernelView) -> str:
                 f'<div style="max-height:40em;overflow:auto">'
                 f"{highlight_html(shown_text, stage)}{more}</div></details>"
             )
+    for function, tree in (view.report.schedules if view.report is not None else {}).items():
+        parts.append(
+            f"<details><summary>isl schedule tree of <code>{e(function)}</code></summary>"
+            f"<pre>{e(tree)}</pre></details>"
+        )
     if view.source:
         parts.append(
             f"<details><summary>source</summary>"
@@ -515,9 +526,7 @@ def _code(text: str) -> str:
 def render_markdown(view: KernelView) -> str:
     """A compact Markdown equivalent of `render_html`: signature, ranges, the loop table,
     options, warnings and the names of the stages (their text is left to `show`)."""
-    kind = "Tensor Comprehension" if view.language == "tc" else "C function"
-    cached = " (from the compile cache)" if view.cached else ""
-    lines = [f"**{_md(view.name)}**: {kind} compiled by polyflow{cached}", ""]
+    lines = [f"**{_md(view.name)}**: {_kind(view)}", ""]
     if view.status:
         lines += [f"*{_md(view.status)}*", ""]
     fence = "````" if "```" in view.signature else "```"

@@ -347,6 +347,7 @@ def test_c_repr_has_one_row_per_loop_nest(smooth: Any) -> None:
     assert "A: double array, shape (n, n)" in markdown
     page = smooth._repr_html_()
     assert "polyflow-loops" in page and "<summary>source</summary>" in page
+    assert "isl schedule tree of <code>smooth</code>" in page
     for stage in STAGES:
         assert f"<code>{stage}</code>" in page
 
