@@ -626,6 +626,7 @@ class Client:
                     f"tuning {tuning.id} did not end within {timeout} s (it was "
                     f"{tuning.status}, {tuning.progress.get('candidates', 0)} candidates); "
                     f"it has been cancelled",
+                    detail=tuning.view,
                     request_id=request_id,
                 )
             time.sleep(poll_interval)  # the service has no push: poll it

@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -430,6 +431,19 @@ def test_a_tuning_runs_to_the_end_and_later_compiles_use_it(client: Client) -> N
     compiled = client.tc.define(tc).compile(**sizes)
     assert compiled.tuned == tuning.best_choices
     assert any("using tuned options" in d["message"] for d in compiled.diagnostics)
+
+
+def test_a_tuning_past_its_timeout_is_cancelled(client: Client) -> None:
+    tc = "def mm2(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
+    with pytest.raises(TimeoutError) as caught:
+        client.tune(tc, language="tc", sizes={"M": 32, "N": 32, "K": 32}, timeout=0.0)
+    assert isinstance(caught.value, RemoteTimeout) and "has been cancelled" in str(caught.value)
+    tune_id = caught.value.detail["id"]
+    deadline = time.monotonic() + 60
+    while (view := client.tuning(tune_id)).status not in ("cancelled", "done", "failed"):
+        assert time.monotonic() < deadline, view
+        time.sleep(0.1)  # the service has no push: poll it
+    assert view.status == "cancelled"
 
 
 def test_the_readme_example_runs(service: test_server.Server, tmp_path: Path) -> None:
