@@ -16,9 +16,9 @@ of stage texts and an `Options`.
 from __future__ import annotations
 
 import html
-import itertools
 import re
 import sys
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TextIO
@@ -251,14 +251,16 @@ def loop_rows(
     polyhedral: bool = True,
     main_file: str | None = None,
     nests: Sequence[Nest] = (),
+    reassociation: bool = False,
 ) -> list[LoopRow]:
     """One row per source position of a loop in `report` (raising's `loop` remarks; a TC
     statement's loops share one), or per loop nest of `nests` (the loops inside one share its
     row, as the polyhedral stage's results do: a band is tiled, a loop of it parallel), in
     source order per function. A schedule remark (tiled, parallel-loop, micro-kernel, why not)
     stands at its scop's first statement: it goes to the row there, else to the next loop of
-    its function, else to its last. Without `polyhedral` (opt_level < 3) the schedule columns
-    say `off (-O3)`."""
+    its function, else to its last; a GPU kernel's loops run in parallel on the GPU. Without
+    `polyhedral` (opt_level < 3) the schedule columns say `off (-O3)`; without
+    `reassociation` a loop carrying a reduction that runs sequentially says why."""
     rows: dict[tuple[str, int, int], LoopRow] = {}
     loops: dict[tuple[str, int, int], list[Remark]] = {}
 
@@ -326,7 +328,15 @@ def loop_rows(
     parallel: dict[int, int] = {}
     micro: dict[int, list[str]] = {}
     float_reduction: set[int] = set()
+    gpu: dict[int, int] = {}
     for r in report.remarks:
+        if r.stage == "gpu" and r.kind != "gpu-resources":
+            row = row_for(r, after=True)
+            if r.kind == "gpu-kernel":
+                gpu[id(row)] = gpu.get(id(row), 0) + 1
+            else:  # a loop not mapped, a function left on the host
+                row.why_not.append(r.message)
+            continue
         if r.stage != "schedule" or r.kind == "rescheduled":
             continue
         row = row_for(r, after=True)
@@ -350,18 +360,35 @@ def loop_rows(
         elif r.kind in _SCHEDULE_REASONS or r.severity != "remark":
             row.why_not.append(r.message)
 
-    for row in rows.values():
+    carries = {
+        k: sorted({str(kind) for r in remarks for kind in _list(r.data.get("reductions"))})
+        for k, remarks in loops.items()
+    }
+    for k, row in rows.items():
         if row.raised == "no" or not polyhedral:
             off = "off (-O3)" if not polyhedral and row.raised != "no" else "-"
             row.parallel = row.tiled = row.micro_kernel = off
             continue
         count = parallel.get(id(row), 0)
         row.parallel = ("yes" if count == 1 else f"yes ({count} loops)") if count else "no"
-        if not count and id(row) in float_reduction:
+        if id(row) in gpu:
+            kernels = gpu[id(row)]
+            row.parallel = "GPU kernel" if kernels == 1 else f"GPU ({kernels} kernels)"
+        elif not count and id(row) in float_reduction:
             row.parallel = "no: float reduction"
+        elif not count and carries.get(k) and not reassociation:
+            row.parallel = "no: reduction"
+            row.why_not.append(
+                f"its loops carry a reduction ({', '.join(carries[k])}): a floating-point one "
+                "runs in parallel only with -fassociative-math or -ffast-math"
+            )
         row.tiled = ", ".join(tiled.get(id(row), [])) or "no"
         row.micro_kernel = ", ".join(micro.get(id(row), [])) or "no"
     return sorted(rows.values(), key=lambda row: (row.function, row.line, row.column))
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
 
 
 def _line_column(r: Remark) -> tuple[int, int]:
@@ -409,7 +436,6 @@ class KernelView:
 
 
 _COLUMNS = ("function", "where", "raised", "parallel", "tiled", "micro-kernel", "why not")
-_ids = itertools.count()
 
 
 def _row_cells(row: LoopRow) -> list[str]:
@@ -445,7 +471,7 @@ def _kind(view: KernelView) -> str:
 def render_html(view: KernelView) -> str:
     """The HTML of a kernel's rich repr (see the module docstring); every text escaped."""
     e = html.escape
-    uid = f"polyflow-{next(_ids)}"
+    uid = f"polyflow-{uuid.uuid4().hex[:12]}"  # unique across the outputs of a saved notebook
     cell = "border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top"
     parts = [f'<div class="polyflow-kernel" id="{uid}">']
     parts.append(f"<p><b>{e(view.name)}</b>: {e(_kind(view))}</p>")
@@ -456,7 +482,11 @@ def render_html(view: KernelView) -> str:
         parts.append(f"<pre>{e(chr(10).join(view.details))}</pre>")
     if view.report is not None:
         rows = loop_rows(
-            view.report, polyhedral=view.polyhedral, main_file=view.file, nests=view.nests
+            view.report,
+            polyhedral=view.polyhedral,
+            main_file=view.file,
+            nests=view.nests,
+            reassociation=view.options is not None and view.options.reassociation,
         )
         parts.append("<p><b>Loops</b></p>")
         if rows:
@@ -475,9 +505,9 @@ def render_html(view: KernelView) -> str:
         if warnings:
             items = "".join(f"<li>{e(w)}</li>" for w in warnings)
             parts.append(f'<p><b>Warnings</b></p><ul class="polyflow-warnings">{items}</ul>')
-    options = _options_text(view)
-    shown = ", ".join(f"<code>{e(o)}</code>" for o in options) or "the defaults"
-    parts.append(f"<p><b>Options</b>: {shown}</p>")
+    if view.options is not None:  # (a gradient's compile_c result does not know them)
+        shown = ", ".join(f"<code>{e(o)}</code>" for o in _options_text(view)) or "the defaults"
+        parts.append(f"<p><b>Options</b>: {shown}</p>")
     if view.stages:
         links = " · ".join(f'<a href="#{uid}-{e(s)}">{e(s)}</a>' for s in view.stages)
         parts.append(f"<p><b>Stages</b>: {links}</p>")
@@ -533,7 +563,11 @@ def render_markdown(view: KernelView) -> str:
     lines += [f"{fence}{view.language}", view.signature, *view.details, fence, ""]
     if view.report is not None:
         rows = loop_rows(
-            view.report, polyhedral=view.polyhedral, main_file=view.file, nests=view.nests
+            view.report,
+            polyhedral=view.polyhedral,
+            main_file=view.file,
+            nests=view.nests,
+            reassociation=view.options is not None and view.options.reassociation,
         )
         if rows:
             lines.append("| " + " | ".join(_COLUMNS) + " |")
@@ -544,8 +578,9 @@ def render_markdown(view: KernelView) -> str:
             lines.append(f"- warning: {_md(warning)}")
         if view.report.warnings:
             lines.append("")
-    options = _options_text(view)
-    lines.append("Options: " + (", ".join(_code(o) for o in options) or "the defaults"))
+    if view.options is not None:
+        shown = ", ".join(_code(o) for o in _options_text(view)) or "the defaults"
+        lines.append(f"Options: {shown}")
     if view.stages:
         stages = ", ".join(_code(s) for s in view.stages)
         lines += ["", f"Stages: {stages} (each one: {_code('polyflow.show(fn, stage)')})"]
@@ -589,7 +624,8 @@ def stage_text(target: Any, stage: str = DEFAULT_STAGE) -> str:
     known = _stages_of(target)
     if known is not None and stage not in known and stage != "grad":
         raise ValueError(
-            f"{name} has no stage '{stage}': the stages available are {', '.join(known)}"
+            f"{name} has no stage '{stage}': the stages available are "
+            f"{', '.join(known) or 'none'}"
         )
     try:
         return str(target.mlir(stage))

@@ -101,6 +101,31 @@ def test_without_the_polyhedral_stage_the_schedule_columns_say_off() -> None:
     assert (rows[0].parallel, rows[0].tiled, rows[0].micro_kernel) == ("off (-O3)",) * 3
 
 
+def test_a_reduction_kept_sequential_says_why_unless_reassociation_is_on() -> None:
+    report = CompileReport([remark("loop", 3, raised=True, reductions=["add"])])
+    [row] = loop_rows(report)
+    assert row.parallel == "no: reduction"
+    assert row.why_not == [
+        "its loops carry a reduction (add): a floating-point one runs in parallel only with "
+        "-fassociative-math or -ffast-math"
+    ]
+    [row] = loop_rows(report, reassociation=True)
+    assert (row.parallel, row.why_not) == ("no", [])
+
+
+def test_gpu_kernels_run_their_loops_on_the_gpu() -> None:
+    report = CompileReport(
+        [
+            loop(3),
+            remark("gpu-kernel", 3, stage="gpu", message="kernel: loops mapped"),
+            remark("gpu-resources", 3, stage="gpu", message="30 registers"),
+            remark("gpu-loop-not-mapped", 3, stage="gpu", message="a reduction: in each thread"),
+        ]
+    )
+    [row] = loop_rows(report)
+    assert (row.parallel, row.why_not) == ("GPU kernel", ["a reduction: in each thread"])
+
+
 def test_a_function_left_unraised_gets_a_row_with_the_reason() -> None:
     report = CompileReport(
         [remark("not-raised", 2, 1, severity="warning", function="g", reason="it has a goto")]
@@ -159,7 +184,7 @@ def test_html_has_the_loop_table_options_and_a_block_per_stage() -> None:
         "function", "where", "raised", "parallel", "tiled", "micro-kernel", "why not",
     ]  # fmt: skip
     assert "opt_level=3" in page and "fusion" not in page
-    blocks = re.findall(r'<details id="(polyflow-\d+)-([\w-]+)">', page)
+    blocks = re.findall(r'<details id="(polyflow-[0-9a-f]+)-([\w-]+)">', page)
     assert [stage for _, stage in blocks] == ["mlir", "llvm-dialect"]
     uid = blocks[0][0]
     for stage in ("mlir", "llvm-dialect"):
@@ -186,6 +211,14 @@ def test_markdown_is_a_compact_equivalent_with_its_cells_escaped() -> None:
     assert "- warning: " in text and "`opt_level=3`" in text
     assert "Stages: `mlir`, `llvm-dialect`" in text
     assert "func.func" not in text  # the IR itself is left to show()
+
+
+def test_options_are_left_out_where_the_view_does_not_know_them() -> None:
+    view = KernelView(name="f_grad", language="c", signature="void f_grad(void)",
+                      report=CompileReport())  # fmt: skip
+    assert "Options" not in render_html(view) and "Options" not in render_markdown(view)
+    view.options = Options()
+    assert "<b>Options</b>: the defaults" in render_html(view)
 
 
 def test_a_view_before_any_compile_says_so() -> None:
