@@ -38,8 +38,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import json
 import logging
+import os
 import secrets
 import time
 import uuid
@@ -103,6 +105,11 @@ class ServeConfig:
     tune_memory_bytes: int | None = 4 << 30
     tune_cpu_seconds: int | None = 600
     tune_file_bytes: int | None = 256 << 20
+    # POST /v1/run (with allow_run): seconds each run of a build may take, runs of each
+    run_seconds: float = field(
+        default_factory=lambda: float(os.environ.get("POLYFLOW_SERVE_RUN_SECONDS", "10"))
+    )
+    run_repeats: int = 3
 
 
 def _request_options_model() -> type[BaseModel]:
@@ -316,6 +323,42 @@ class TuneRequest(BaseModel):
     max_candidates: int | None = Field(
         default=None, ge=1, le=100_000, description="stop after this many candidates"
     )
+
+
+class RunRequest(BaseModel):
+    """The body of POST /v1/run: a kernel to build and time against a baseline (CPU only)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    language: Literal["c", "tc"]
+    source: str = Field(
+        description="C: a whole program with `main` (it makes the inputs, calls the kernels, "
+        "prints what is compared with gcc's build); TC: the definitions"
+    )
+    entry: str | None = Field(default=None, description="TC: the definition (default: the only one)")
+    options: CompileOptions = Field(  # type: ignore[valid-type]
+        default_factory=CompileOptions,
+        description="polyflow's build options (-O3 and -march=native unless given)",
+    )
+    sizes: dict[str, int] | None = Field(
+        default=None,
+        description="TC only: the size of each symbolic dimension of the seeded random inputs",
+    )
+
+
+class RunResponse(BaseModel):
+    """The times of polyflow's build and of the baseline's (best of `runs`)."""
+
+    polyflow_ms: float
+    baseline: str = Field(description='"gcc -O3 -march=native" (C) or "numpy" (TC)')
+    baseline_ms: float | None
+    speedup: float | None = Field(description="baseline_ms / polyflow_ms")
+    outputs_match: bool | None = Field(
+        description="C: both programs printed the same (numbers within 1e-6); TC: the outputs "
+        "are np.allclose to NumPy's"
+    )
+    runs: int
+    note: str = Field(description="how it was measured; how the outputs differ, where they do")
 
 
 class TuneProgress(BaseModel):
@@ -725,6 +768,79 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
                 headers={"Retry-After": "60"},
             ) from None
 
+    runs_waiting = 0
+    run_lock = asyncio.Lock()  # one run at a time: its timings hold the cores
+
+    @app.post(
+        "/v1/run",
+        response_model=RunResponse,
+        responses=_errors(403, 413, 422, 503, 504),
+        include_in_schema=config.allow_run,
+    )
+    async def run_against_baseline(body: RunRequest) -> dict[str, Any]:
+        """Build the kernel with polyflow and the baseline (gcc, or NumPy for TC), run both in
+        the sandbox, compare their outputs and times (server/run.py)."""
+        if not config.allow_run:
+            raise HTTPException(
+                403,
+                "running runs the submitted program; start the service with --allow-run to "
+                "allow it",
+            )
+        _check_size(body.source, config)
+        given = cast(BaseModel, body.options).model_dump(exclude_unset=True)
+        if given.get("target", "cpu") != "cpu":
+            where = ["body", "options", "target"]
+            raise HTTPException(422, [{"loc": where, "msg": "the service runs on the CPU only"}])
+        options = _validated_options(
+            {"opt_level": 3, "march": "native", **given, "target": "cpu", "tuned": False}
+        )
+        try:
+            await asyncio.to_thread(_check_runnable, body)
+        except CompileError as exc:
+            raise HTTPException(422, [exc.to_dict()]) from None
+        if runs_waiting >= config.max_tune_queue:
+            raise HTTPException(
+                503, f"{runs_waiting} runs are waiting already", headers={"Retry-After": "10"}
+            )
+        from .run import RunRefused, run_request
+
+        async def one_at_a_time() -> Any:
+            nonlocal runs_waiting
+            runs_waiting += 1
+            try:
+                await run_lock.acquire()
+            finally:
+                runs_waiting -= 1
+            try:
+                return await asyncio.to_thread(
+                    run_request,
+                    body.language,
+                    body.source,
+                    body.entry,
+                    options,
+                    body.sizes,
+                    limits=_limits(config),
+                    runs=config.run_repeats,
+                    run_seconds=config.run_seconds,
+                )
+            finally:
+                run_lock.release()
+
+        # a task of its own: a client that goes away does not free the cores of a run going on
+        task = asyncio.ensure_future(one_at_a_time())
+        task.add_done_callback(_retrieve)
+        try:
+            outcome = await asyncio.shield(task)
+        except RunRefused as exc:
+            raise HTTPException(422, str(exc)) from None
+        except CompileError as exc:
+            raise HTTPException(422, [exc.to_dict()]) from None
+        except TimeoutError as exc:
+            raise HTTPException(
+                504, f"{exc} (the service allows {config.run_seconds:g} s per run)"
+            ) from None
+        return dataclasses.asdict(outcome)
+
     @app.get(
         "/v1/tune/{tune_id}",
         operation_id="get_tuning",
@@ -806,6 +922,24 @@ def _tune_task(body: TuneRequest, options: dict[str, Any]) -> Any:
     if timed and not options.get("functions"):
         options = {**options, "functions": list(timed)}  # as the compile's key says
     return CProgram(body.source, "program.c", task_options(options), timed=timed)
+
+
+def _check_runnable(body: RunRequest) -> None:
+    """CompileError for a /v1/run request that cannot run: C without `main`, a header other
+    than a standard one, a TC definition without its sizes."""
+    import re
+
+    if body.language == "tc":
+        tc_signature(body.source, body.entry, body.sizes)
+        return
+    check_includes(body.source)
+    if not re.search(r"\bmain\s*\(", body.source):
+        raise CompileError(
+            "running needs a whole program with main(): the service runs it and gcc's build of "
+            "it, and compares what they print (write a main that makes the inputs, calls the "
+            "kernel and prints a result)",
+            file="<input>",
+        )
 
 
 def _limits(config: ServeConfig) -> Any:

@@ -216,3 +216,130 @@ def test_errors_keep_their_positions(server: Server) -> None:
     assert status == 422
     (error,) = body["detail"]
     assert error["line"] == 2 and error["column"] > 0 and error["message"]
+
+
+@pytest.mark.parametrize("compile_timeout", [None, 60.0])
+def test_the_polyhedral_stage_records_dependences_only_when_asked(
+    compile_timeout: float | None,
+) -> None:
+    """polyflow.schedule.recording_dependences: each scop's dependences by function symbol,
+    also from the forked process that schedules under --compile-timeout; nothing outside it."""
+    from polyflow.drivers.compile import compile_module
+    from polyflow.drivers.sources import c_module
+    from polyflow.options import Options
+    from polyflow.schedule import recording_dependences, timer
+
+    options = Options(opt_level=3, compile_timeout=compile_timeout)
+
+    def schedule() -> None:
+        cmod = c_module(EXAMPLE_C, "<input>", options, only=("stencil",))
+        with cmod.context:
+            compile_module(cmod.module, options, produce="ir", stop_after="affine-opt", cache=None)
+
+    with recording_dependences() as recorded:
+        schedule()
+    (symbol,) = [name for name, scops in recorded.items() if scops]
+    assert symbol.startswith("stencil")
+    (scop,) = recorded[symbol]
+    assert scop["statements"] == {"S0": [11, 7], "S1": [13, 7]}
+    assert {d["kind"] for d in scop["dependences"]} == {"flow", "anti", "output"}
+    assert scop["left_out"] == 0
+    assert timer.dependences is None
+    schedule()  # not recording: nothing kept
+    assert timer.dependences is None
+
+
+RUN_C = r"""#include <stdio.h>
+#define N 160
+static double A[N][N], B[N][N], C[N][N];
+
+void matmul(double A[N][N], double B[N][N], double C[N][N]) {
+  for (int i = 0; i < N; i++)
+    for (int j = 0; j < N; j++)
+      for (int k = 0; k < N; k++)
+        C[i][j] += A[i][k] * B[k][j];
+}
+
+int main(void) {
+  for (int i = 0; i < N; i++)
+    for (int j = 0; j < N; j++) {
+      A[i][j] = (i * j % 7) / 7.0;
+      B[i][j] = (i + j) % 5 - 2.0;
+    }
+  matmul(A, B, C);
+  double sum = 0;
+  for (int i = 0; i < N; i++)
+    for (int j = 0; j < N; j++) sum += C[i][j] * (i + 1) - C[j][i] * j;
+  printf("%.12g %.12g\n", sum, C[N - 1][N - 2]);
+  return 0;
+}
+"""
+KEY = {"Authorization": "Bearer sesame"}
+
+
+@pytest.fixture(scope="module")
+def runner(start_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Server:  # noqa: F811
+    """A service that runs submitted code, with an API key and 3 s per run."""
+    keys = tmp_path_factory.mktemp("keys") / "keys"
+    keys.write_text("sesame\n")
+    keys.chmod(0o600)
+    return start_server(
+        "--workers", "1", "--allow-run", "--api-key-file", str(keys),
+        env={"POLYFLOW_SERVE_RUN_SECONDS": "3"},
+    )  # fmt: skip
+
+
+def _run(server: Server, body: dict[str, Any], **kw: Any) -> tuple[int, Any]:
+    status, _, payload = server.call("POST", "/v1/run", body, **kw)
+    return status, json.loads(payload)
+
+
+def test_running_needs_allow_run(server: Server) -> None:
+    status, body = _run(server, {"language": "c", "source": RUN_C})
+    assert status == 403 and "--allow-run" in body["detail"]
+
+
+def test_a_c_program_runs_against_gcc(runner: Server) -> None:
+    status, body = _run(runner, {"language": "c", "source": RUN_C}, headers=KEY)
+    assert status == 200, body
+    assert body["baseline"] == "gcc -O3 -march=native"
+    assert body["outputs_match"] is True, body
+    assert body["polyflow_ms"] > 0 and body["baseline_ms"] > 0 and body["runs"] == 3
+    assert body["speedup"] == pytest.approx(body["baseline_ms"] / body["polyflow_ms"])
+
+
+def test_a_tc_definition_runs_against_numpy(runner: Server) -> None:
+    source = EXAMPLE_TC + (
+        "def pool(float(N,C,H,W) I) -> (O) {\n"
+        "  O(n, c, i, j) max=! I(n, c, 2 * i + a, 2 * j + b) where a in 0:2, b in 0:2\n}\n"
+    )
+    for entry, sizes in (("mm", {"M": 96, "N": 64, "K": 80}), ("pool", {"N": 2, "C": 3, "H": 8, "W": 6})):
+        request = {"language": "tc", "source": source, "entry": entry, "sizes": sizes}
+        status, body = _run(runner, request, headers=KEY)
+        assert status == 200, body
+        assert body["baseline"] == "numpy" and body["outputs_match"] is True, body
+        assert body["polyflow_ms"] > 0 and body["baseline_ms"] > 0
+
+
+def test_what_cannot_run_is_refused_with_a_reason(runner: Server) -> None:
+    status, body = _run(runner, {"language": "c", "source": EXAMPLE_C}, headers=KEY)
+    assert status == 422 and "main()" in body["detail"][0]["message"]
+    status, body = _run(runner, {"language": "tc", "source": EXAMPLE_TC}, headers=KEY)
+    assert status == 422 and "sizes" in body["detail"][0]["message"]
+    forever = "int main(void) {\n  volatile long n = 0;\n  for (;;) n++;\n}\n"
+    status, body = _run(runner, {"language": "c", "source": forever}, headers=KEY)
+    assert status == 504 and "3 s per run" in body["detail"], body
+
+
+def test_the_explorer_endpoints_need_a_key(runner: Server) -> None:
+    request = {"language": "c", "source": EXAMPLE_C, "emit": ["affine"], "explore": True}
+    status, _, _ = runner.call("POST", "/v1/compile", request)
+    assert status == 401
+    status, _, raw = runner.call("POST", "/v1/compile", request, headers=KEY)
+    assert status == 200
+    key = json.loads(raw)["key"]
+    assert runner.call("GET", f"/v1/results/{key}")[0] == 401
+    assert runner.call("GET", f"/v1/results/{key}", headers=KEY)[0] == 200
+    assert runner.call("POST", "/v1/run", {"language": "c", "source": RUN_C})[0] == 401
+    # the page itself needs no key
+    assert runner.call("GET", "/")[0] == 200
