@@ -604,10 +604,7 @@ def _stages_of(target: Any) -> Sequence[str] | None:
     """The stages `target` keeps, where it says (a `stages` mapping; a TC function's last
     compile), else None."""
     stages = getattr(target, "stages", None)
-    if not isinstance(stages, Mapping):
-        # a TC function keeps the stages of its last call's compile
-        stages = getattr(getattr(target, "_last", None), "stages", None)
-    return list(stages) if isinstance(stages, Mapping) else None
+    return list(stages) if isinstance(stages, Mapping) and stages else None
 
 
 def stage_text(target: Any, stage: str = DEFAULT_STAGE) -> str:

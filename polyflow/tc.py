@@ -517,7 +517,11 @@ class TcFunction:
         if stage == "grad":
             arrays = self._arrays(args)
             every = tuple(t.name for t in self.definition.inputs if t.element in _FLOAT_ELEMENTS)
-            gradient = self._compile_shapes([(a.shape, a.dtype) for a in arrays], grad=every)
+            last = self._last  # the report, stages and display stay the last call's
+            try:
+                gradient = self._compile_shapes([(a.shape, a.dtype) for a in arrays], grad=every)
+            finally:
+                self._last = last
             return str(gradient.stages["grad"])
         compiled = self._compile(self._arrays(args)) if args else self._last
         if compiled is None:
@@ -525,6 +529,11 @@ class TcFunction:
         if stage not in compiled.stages:
             raise KeyError(f"unknown stage '{stage}' (have: {', '.join(compiled.stages)})")
         return compiled.stages[stage]
+
+    @property
+    def stages(self) -> dict[str, str]:
+        """The IR after each stage for the last call's shapes (empty before the first call)."""
+        return {} if self._last is None else dict(self._last.stages)
 
     @property
     def warnings(self) -> list[str]:

@@ -391,3 +391,13 @@ def test_tc_is_an_attribute_of_the_package_without_loading_mlir_first() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[0.0, 2.0, 4.0]"
+
+
+def test_the_gradients_ir_leaves_the_last_calls_report_and_stages() -> None:
+    mv = tc.define(MV, options=O2)
+    a, x = rand(5, 4), rand(4)
+    assert mv.stages == {}
+    mv(a, x)
+    stages, report = mv.stages, mv.report
+    assert "affine" in stages and "func.func" in mv.mlir("grad", a, x)
+    assert mv.report is report and mv.stages == stages
