@@ -12,6 +12,16 @@
                                 progress, and when done its result
     DELETE /v1/tune/{id}        cancel a tuning; answers its state
 
+    GET  /                      the web explorer (server/static/)
+    POST /v1/compile + "explore": true   also the explorer's data (server/explore.py): loops
+                                with badges and reasons, stages without locations with each
+                                line's source position, schedule trees, dependences
+    GET  /v1/results/{key}      an explorer's result with its request (share links); 404 else
+    POST /v1/run                only with `--allow-run` (else 403): build the kernel with
+                                polyflow and a baseline (gcc -O3 -march=native for a C program
+                                with main, NumPy for TC), run both in the tuning sandbox,
+                                compare outputs and best-of times (server/run.py)
+
 Tuning (server/tuning.py): the body is /v1/compile's (`language`, `source`, `entry`, `options`,
 TC `sizes`) plus `search` (genetic|random|tpe), `budget_seconds` (at most the service's
 `--max-tune-seconds`) and/or `max_candidates`. A C source is a whole program whose `main` makes
@@ -28,10 +38,10 @@ served after it.
 
 Errors are JSON `{"detail": ...}` and never carry a traceback: 422 for bad input (C/TC errors
 with their position, unknown options naming the field), 413 for a source over the size limit,
-401 without a valid API key (when keys are configured), 403 for a tuning when the service does
-not run submitted code, 404 for an unknown tuning, 503 with `Retry-After` when the compile or
-tuning queue is full, 504 when a compile passes its time limit, 500 when a compile ran out of
-memory or its worker died mid-job.
+401 without a valid API key (when keys are configured), 403 for a tuning or a run when the
+service does not run submitted code, 404 for an unknown tuning or result, 503 with
+`Retry-After` when the compile, tuning or run queue is full, 504 when a compile or a run passes
+its time limit, 500 when a compile ran out of memory or its worker died mid-job.
 """
 
 from __future__ import annotations
