@@ -221,6 +221,47 @@ class RemoteResult(ReportViews):
                 request_id=request_id,
             ) from None
         self._decoded: dict[str, bytes] = {}
+        # what was asked for (the body sent, and the source's file name): what the display shows
+        self.request: dict[str, Any] = {}
+
+    def _repr_html_(self) -> str:
+        from polyflow.display import render_html
+
+        return render_html(self._display_view())
+
+    def _repr_markdown_(self) -> str:
+        from polyflow.display import render_markdown
+
+        return render_markdown(self._display_view())
+
+    def _display_view(self) -> Any:
+        """A `polyflow.display.KernelView` of this result: what was compiled, where, with
+        which options, and the report and stages the service answered."""
+        from polyflow.display import KernelView
+
+        body = self.request
+        language = str(body.get("language", "c"))
+        name = self.entry or "every function"
+        sizes = body.get("sizes") or {}
+        details = [f"compiled by the service at {self._client.url} (key {self.key[:12]}…)"]
+        if sizes:
+            details.append("sizes: " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
+        try:
+            options = Options(**(body.get("options") or {}), target=body.get("target", "cpu"))
+        except ValueError:
+            options = None
+        return KernelView(
+            name=name,
+            language=language,
+            signature=f"{name} ({'TC' if language == 'tc' else 'C'}, remote)",
+            details=details,
+            report=self.report,
+            stages=dict(self.stages),
+            options=options,
+            source=body.get("source"),
+            file=body.get("file"),
+            cached=self.cached,
+        )
 
     @property
     def artifacts(self) -> list[str]:
@@ -658,7 +699,9 @@ class Client:
         answer = self._json(response)
         if file not in ("<input>", "<tc>"):
             _rename_file(answer, "<input>" if body["language"] == "c" else "<tc>", file)
-        return RemoteResult(self, answer, request_id=request_id)
+        result = RemoteResult(self, answer, request_id=request_id)
+        result.request = {**body, "file": file}
+        return result
 
     def _request(
         self,

@@ -181,6 +181,10 @@ def test_a_c_kernel_compiled_remotely_links_and_agrees_with_gcc(
 
     again = client.compile_c(MATMUL, "matmul", options={"opt_level": 3})
     assert again.cached and again.key == result.key and again.stages == result.stages
+    # in a notebook it shows itself as a local result does: the loop table, the stages
+    page = again._repr_html_()
+    assert '<table class="polyflow-loops"' in page and "affine-opt" in page
+    assert result.key[:12] in page and "matmul" in again._repr_markdown_()
     other = client.compile_c(MATMUL, "matmul", opt_level=2)
     assert not other.report.select(kind="parallel-loop") and other.key != result.key
 
