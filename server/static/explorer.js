@@ -38,6 +38,7 @@ const state = {
 const editor = new SourceEditor($("editor"), {
   onCaretLine: (line) => linkIRLines(line),
   onEdit: () => {
+    $("examples").value = ""; // the text is no longer the example's
     if (state.result) setStatus("edited: compile again to update", "");
   },
 });
@@ -402,11 +403,26 @@ function loopFacts(result) {
 
 function badgeTitles(badges, details) {
   const titles = {};
+  const d = details || {};
   for (const kind of badges) {
     let title = BADGES[kind] ? BADGES[kind].title : kind;
-    if (kind === "tiled" && Array.isArray(details.tile_sizes)) title = `tiled ${details.tile_sizes.join("x")}`;
-    if (kind === "micro-kernel" && details.micro_kernel) title = `micro-kernel ${details.micro_kernel}`;
-    if (kind === "parallel" && details.parallel) title = `runs in parallel: ${details.parallel}`;
+    if (kind === "raised" && Array.isArray(d.reductions) && d.reductions.length) {
+      title = `raised to affine loops (carries: ${d.reductions.join(", ")} reduction)`;
+    }
+    if (kind === "tiled" && Array.isArray(d.tile_sizes)) {
+      const how = [d.second_level && "two levels", d.wavefront && "wavefront", d.contraction && "contraction sizes"].filter(Boolean);
+      title = `tiled ${d.tile_sizes.join("x")}${how.length ? ` (${how.join(", ")})` : ""}`;
+    }
+    if (kind === "micro-kernel" && d.micro_kernel) {
+      const [rows, vectors] = String(d.micro_kernel).split("x");
+      title = vectors
+        ? `micro-kernel: register blocks of ${rows} rows x ${vectors} vectors` +
+          (d.vector_lanes ? ` of ${d.vector_lanes} ${d.element || "lanes"}` : "")
+        : `micro-kernel ${d.micro_kernel}`;
+    }
+    if (kind === "parallel" && Array.isArray(d.parallel_reductions) && d.parallel_reductions.length) {
+      title = `runs in parallel (reductions: ${d.parallel_reductions.join(", ")})`;
+    }
     titles[kind] = title;
   }
   return titles;
@@ -457,7 +473,7 @@ function showLoops(loops, result) {
     root.innerHTML = '<p class="empty">No loops to report.</p>';
   } else {
     const table = document.createElement("table");
-    table.className = "grid";
+    table.className = "grid loops";
     table.innerHTML = "<thead><tr><th>function</th><th>line</th><th>what polyflow did</th><th>why not</th><th>details</th></tr></thead>";
     const body = document.createElement("tbody");
     for (const loop of loops) {
@@ -474,7 +490,7 @@ function showLoops(loops, result) {
     const heading = document.createElement("h3");
     heading.textContent = "Compile time per stage";
     const table = document.createElement("table");
-    table.className = "grid";
+    table.className = "grid timings";
     table.innerHTML = `<thead><tr><th>stage</th><th>ms</th></tr></thead><tbody>${timings
       .map(([stage, ms]) => `<tr><td class="mono">${escapeHtml(stage)}</td><td class="mono">${formatNumber(ms)}</td></tr>`)
       .join("")}</tbody>`;
@@ -623,14 +639,16 @@ function showDependences(result) {
   root.innerHTML = names
     .map((fn) => {
       const deps = explore.dependences[fn] || [];
+      const end = (statement, line) => `${statement ? `${escapeHtml(statement)} ` : ""}${lineLink(line)}`;
       const rows = deps
         .map(
           (d) =>
-            `<tr><td><span class="kind ${escapeHtml(d.kind)}">${escapeHtml(d.kind)}</span></td><td class="mono">${escapeHtml(d.relation)}</td><td>${lineLink(d.source_line)}</td><td>${lineLink(d.sink_line)}</td></tr>`,
+            `<tr><td><span class="kind ${escapeHtml(d.kind)}">${escapeHtml(d.kind)}</span></td><td class="mono">${escapeHtml(d.relation)}</td><td class="mono">${end(d.source, d.source_line)}</td><td class="mono">${end(d.sink, d.sink_line)}</td></tr>`,
         )
         .join("");
+      const left = (explore.dependences_truncated || {})[fn];
       return (
-        `<h3>${escapeHtml(fn)} <small>(${deps.length})</small></h3>` +
+        `<h3>${escapeHtml(fn)} <small>(${deps.length}${left ? `, ${left} more not shown` : ""})</small></h3>` +
         (deps.length
           ? `<table class="grid deps"><thead><tr><th>kind</th><th>relation</th><th>source</th><th>sink</th></tr></thead><tbody>${rows}</tbody></table>`
           : '<p class="empty">none</p>')
