@@ -167,28 +167,32 @@ def _string_end(text: str, start: int) -> int:
     return i + 1
 
 
+_TOKEN = re.compile(r'"|(?<![\w.$])loc\(')
+
+
 def _strip_line(line: str) -> tuple[str, list[str]]:
     """`line` without its ` loc(...)` attributes (outside strings), and their bodies in order."""
+    if "loc(" not in line:
+        return line, []
     out: list[str] = []
     found: list[str] = []
-    i = 0
-    start = 0
-    while i < len(line):
-        char = line[i]
-        if char == '"':
-            i = _string_end(line, i)
+    i = start = 0
+    while True:
+        match = _TOKEN.search(line, i)
+        if match is None:
+            break
+        if match.group() == '"':
+            i = _string_end(line, match.start())
             continue
-        if line.startswith("loc(", i) and (i == 0 or not (line[i - 1].isalnum() or line[i - 1] in "_.")):
-            try:
-                end = _matching(line, i + 3, "(", ")")
-            except ValueError:
-                break
-            cut = i - 1 if i > 0 and line[i - 1] == " " else i
-            out.append(line[start:cut])
-            found.append(line[i + 4 : end])
-            i = start = end + 1
-            continue
-        i += 1
+        at = match.start()
+        try:
+            end = _matching(line, at + 3, "(", ")")
+        except ValueError:
+            break
+        cut = at - 1 if at > 0 and line[at - 1] == " " else at
+        out.append(line[start:cut])
+        found.append(line[at + 4 : end])
+        i = start = end + 1
     out.append(line[start:])
     return "".join(out), found
 
@@ -214,10 +218,16 @@ def split_locations(
     stripped: list[str] = []
     positions: list[Position | None] = []
     inline: list[Position | None] = []  # a region opener's own locations (its arguments')
+    parsed: dict[str, Position | None] = {}
     for line in kept:
         plain, found = _strip_line(line)
         stripped.append(plain)
-        where = _LocParser(found[-1], aliases, allowed).parse() if found else None
+        where = None
+        if found:
+            body = found[-1]
+            if body not in parsed:  # most lines name one of a few aliases
+                parsed[body] = _LocParser(body, aliases, allowed).parse()
+            where = parsed[body]
         opens = plain.rstrip().endswith("{")
         positions.append(None if opens else where)
         inline.append(where if opens else None)
@@ -257,6 +267,8 @@ def _regions_take_closing_locations(
 
 
 def _brace_delta(text: str) -> int:
+    if '"' not in text:
+        return text.count("{") - text.count("}")
     depth = 0
     i = 0
     while i < len(text):
@@ -341,11 +353,14 @@ def source_loops(module: Any, files: Iterable[str]) -> list[dict[str, Any]]:
 
 
 def loop_entries(
-    loops: Sequence[Mapping[str, Any]], remarks: Sequence[Mapping[str, Any]]
+    loops: Sequence[Mapping[str, Any]],
+    remarks: Sequence[Mapping[str, Any]],
+    polyhedral_off: str | None = None,
 ) -> list[dict[str, Any]]:
     """One entry per source loop (`source_loops`, and any loop a remark names that the
     frontend's module did not show) with the badges that hold for it, the reasons for what did
-    not happen (`why_not`) and the facts (`details`), from the report's remarks."""
+    not happen (`why_not`) and the facts (`details`), from the report's remarks;
+    `polyhedral_off`: why the polyhedral stage did not run, where it did not (every loop's)."""
     entries: dict[tuple[str, int, int], dict[str, Any]] = {}
     inside: dict[tuple[str, int, int], set[Position]] = {}
     depth: dict[tuple[str, int, int], int] = {}
@@ -444,6 +459,8 @@ def loop_entries(
     for key, target in entries.items():
         for reason in function_reasons.get(key[0], ()):
             _add(target["why_not"], reason)
+        if polyhedral_off is not None:
+            _add(target["why_not"], polyhedral_off)
         order = ["raised", "parallel", "tiled", "micro-kernel"]
         target["badges"].sort(key=lambda b: order.index(b) if b in order else len(order))
     return sorted(entries.values(), key=lambda e: (e["line"], e["column"], e["function"]))
@@ -455,6 +472,23 @@ def _add(items: list[str], item: str) -> None:
 
 
 # ----- dependences
+
+
+def polyhedral_off(options: Any) -> str | None:
+    """Why the polyhedral stage (rescheduling, tiling, parallel loops, micro-kernels) does not
+    run with `options` (polyflow's Options), or None where it does."""
+    from polyflow.schedule import scheduling_enabled
+
+    if scheduling_enabled(options):
+        return None
+    if options.opt_level != 3:
+        return (
+            "not rescheduled, tiled or parallelized: the polyhedral stage runs at -O3 "
+            f"(this compile: -O{options.opt_level})"
+        )
+    if not options.raising_enabled:
+        return "not rescheduled, tiled or parallelized: raising is off"
+    return "not rescheduled, tiled or parallelized: rescheduling and parallelization are off"
 
 
 def dependence_entries(
@@ -494,11 +528,12 @@ def build_explore(
     files: Iterable[str],
     recorded: Mapping[str, Sequence[Mapping[str, Any]]],
     names: Mapping[str, str],
+    polyhedral_off: str | None = None,
 ) -> dict[str, Any]:
     """The `explore` section (see the module docstring) of one compile: `stages` printed with
     locations (only the MLIR ones are read), the report as JSON, the frontend's loops
     (`source_loops`), the recorded dependences per function symbol, `names` symbol -> source
-    name."""
+    name; `polyhedral_off`: why the polyhedral stage did not run (None: it did)."""
     files = tuple(files)
     shown = {}
     for name, text in stages.items():
@@ -508,7 +543,7 @@ def build_explore(
     dependences, statements, left_out = dependence_entries(recorded, names)
     return {
         "language": language,
-        "loops": loop_entries(loops, list(report.get("remarks") or [])),
+        "loops": loop_entries(loops, list(report.get("remarks") or []), polyhedral_off),
         "stages": shown,
         "schedule_trees": dict(report.get("schedules") or {}),
         "dependences": dependences,
@@ -523,6 +558,7 @@ __all__ = [
     "build_explore",
     "dependence_entries",
     "loop_entries",
+    "polyhedral_off",
     "source_loops",
     "split_locations",
 ]

@@ -24,7 +24,7 @@ from polyflow.options import Options, grad_spec
 from polyflow.report import Remark
 from polyflow.storage.tuning import apply_choices
 
-from .explore import MLIR_STAGES, build_explore, source_loops, split_locations
+from .explore import MLIR_STAGES, build_explore, polyhedral_off, source_loops, split_locations
 
 # Options a request may not set: `cc` names the program that preprocesses C, `include_dirs`
 # would let the preprocessor read the service's files.
@@ -156,6 +156,7 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
             files=files,
             recorded=recorded,
             names=names,
+            polyhedral_off=polyhedral_off(options),
         )
     return response, compiled.cacheable
 

@@ -343,3 +343,50 @@ def test_the_explorer_endpoints_need_a_key(runner: Server) -> None:
     assert runner.call("POST", "/v1/run", {"language": "c", "source": RUN_C})[0] == 401
     # the page itself needs no key
     assert runner.call("GET", "/")[0] == 200
+
+
+def test_below_o3_each_loop_says_the_polyhedral_stage_did_not_run(server: Server) -> None:
+    request = {"language": "c", "source": EXAMPLE_C, "options": {"opt_level": 2}, "explore": True}
+    status, body = server.compile(request)
+    assert status == 200, body
+    outer = _loop(body["explore"], 2)
+    assert outer["badges"] == ["raised"]
+    assert any("runs at -O3 (this compile: -O2)" in reason for reason in outer["why_not"])
+    assert body["explore"]["dependences"] == {} and body["explore"]["schedule_trees"] == {}
+
+
+def test_locations_are_read_through_aliases_names_fusions_and_call_sites() -> None:
+    from server.explore import split_locations
+
+    printed = "\n".join(
+        [
+            '#loc1 = loc("<input>":3:5)',
+            "module {",
+            '  %0 = "x.op"() {note = "a loc(1) in a string"} : () -> i32 loc(#loc1)',
+            '  %1 = arith.addi %0, %0 : i32 loc("S3"(#loc2))',
+            "  %2 = arith.muli %0, %0 : i32 loc(fused[unknown, #loc3])",
+            '  %3 = memref.alloc() : memref<4xi32> loc(callsite("<input>":9:2 at #loc1))',
+            '  scf.if %c loc("other.h":1:1) {',
+            "    x.y loc(unknown)",
+            "  } else {",
+            "  } loc(#loc2)",
+            "} loc(unknown)",
+            '#loc2 = loc("<input>":7:11)',
+            '#loc3 = loc("<input>":8:1 to 8:9)',
+        ]
+    )
+    text, lines = split_locations(printed, ["<input>"])
+    assert text.split("\n") == [
+        "module {",
+        '  %0 = "x.op"() {note = "a loc(1) in a string"} : () -> i32',
+        "  %1 = arith.addi %0, %0 : i32",
+        "  %2 = arith.muli %0, %0 : i32",
+        "  %3 = memref.alloc() : memref<4xi32>",
+        "  scf.if %c {",
+        "    x.y",
+        "  } else {",
+        "  }",
+        "}",
+    ]
+    position = [None if p is None else (p["line"], p["column"]) for p in lines]
+    assert position == [None, (3, 5), (7, 11), (8, 1), (9, 2), (7, 11), None, (7, 11), (7, 11), None]
