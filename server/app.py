@@ -826,7 +826,7 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
                     run_request,
                     body.language,
                     body.source,
-                    body.entry,
+                    body.entry or None,
                     options,
                     body.sizes,
                     limits=_limits(config),
@@ -940,7 +940,7 @@ def _check_runnable(body: RunRequest) -> None:
     import re
 
     if body.language == "tc":
-        tc_signature(body.source, body.entry, body.sizes)
+        tc_signature(body.source, body.entry or None, body.sizes)
         return
     check_includes(body.source)
     if not re.search(r"\bmain\s*\(", body.source):
