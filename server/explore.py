@@ -359,7 +359,8 @@ def loop_entries(
 ) -> list[dict[str, Any]]:
     """One entry per source loop (`source_loops`, and any loop a remark names that the
     frontend's module did not show) with the badges that hold for it, the reasons for what did
-    not happen (`why_not`) and the facts (`details`), from the report's remarks;
+    not happen (`why_not`) and the facts (`details`), from the report's remarks (for CUDA: the loops a kernel maps to
+    blocks and threads are `parallel`, with their axis);
     `polyhedral_off`: why the polyhedral stage did not run, where it did not (every loop's)."""
     entries: dict[tuple[str, int, int], dict[str, Any]] = {}
     inside: dict[tuple[str, int, int], set[Position]] = {}
@@ -414,6 +415,14 @@ def loop_entries(
         message = str(remark.get("message", ""))
         if kind in ("not-scheduled", "not-raised"):  # the whole function
             function_reasons.setdefault(str(remark.get("function")), []).append(message)
+            continue
+        if kind == "gpu-kernel":  # the loops it maps to blocks and threads run in parallel
+            for mapped in data.get("loops") or ():
+                for key in entries:
+                    if key[0] == str(remark.get("function")) and key[1] == mapped.get("line"):
+                        _add(entries[key]["badges"], "parallel")
+                        entries[key]["details"]["gpu_axis"] = mapped.get("axis")
+                        entries[key]["details"]["gpu_block"] = data.get("block")
             continue
         found = loop_of(remark)
         if found is None:

@@ -177,6 +177,26 @@ def test_a_tc_definition_has_its_statement_as_one_loop(server: Server) -> None:
     assert "mm" in explore["dependences"]
 
 
+def test_for_cuda_the_loops_mapped_to_blocks_and_threads_are_parallel(server: Server) -> None:
+    request = {
+        "language": "c",
+        "source": EXAMPLE_C,
+        "entry": "matmul",
+        "target": "cuda",
+        "emit": ["affine-opt", "gpu"],
+        "explore": True,
+    }
+    status, body = server.compile(request)
+    assert status == 200, body
+    explore = body["explore"]
+    assert set(explore["stages"]) == {"affine-opt", "gpu"}
+    axes = {loop["line"]: loop["details"].get("gpu_axis") for loop in explore["loops"]}
+    assert axes == {2: "y", 3: "x", 4: None}
+    assert "parallel" in _loop(explore, 2)["badges"] and "parallel" not in _loop(explore, 4)["badges"]
+    host = base64.b64decode(body["artifacts"]["host.mlir"]).decode()
+    assert "gpu.launch_func" in host and not re.search(r"(?<![\w.])loc\(", host)
+
+
 def test_explore_is_part_of_the_key_and_a_share_link_finds_the_request(
     server: Server, c_answer: dict[str, Any]
 ) -> None:
