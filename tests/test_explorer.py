@@ -43,7 +43,35 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: 
 
 expect.set_options(timeout=TIMEOUT_MS)
 
-BAD_C = "void f(int n, double a[10]) {\n  for (int i = 0; i < n; i++)\n    a[i] = b;\n}\n"
+# a program whose loops polyflow cannot fully raise (an indirect store, a while loop)
+SCATTER_C = """#include <stdio.h>
+
+void scatter(int n, double *a, const int *idx) {
+  for (int i = 0; i < n; i++)
+    a[idx[i]] = a[i] + 1.0;
+  int k = 0;
+  while (k < n) {
+    a[k] = a[k] * 2.0;
+    k += idx[k] % 3 + 1;
+  }
+}
+
+int main(void) {
+  double a[64];
+  int idx[64];
+  for (int i = 0; i < 64; i++) {
+    a[i] = 0.5 * i;
+    idx[i] = (i * 7) % 64;
+  }
+  scatter(64, a, idx);
+  double sum = 0.0;
+  for (int i = 0; i < 64; i++)
+    sum += a[i] * (i + 1);
+  printf("%.6f\\n", sum);
+  return 0;
+}
+"""
+BAD_C = SCATTER_C.replace("a[i] + 1.0;", "a[i] + b;")  # `b` is undeclared
 
 
 @dataclass
@@ -204,8 +232,10 @@ def test_examples_match_gcc_and_numpy(tmp_path: Path) -> None:
     import polyflow
     import polyflow.tc
 
-    for name in ("example-matmul.c", "example-stencil.c"):
-        check_program_against_gcc(STATIC / name, tmp_path / name, polyflow.Options(opt_level=3))
+    scatter = tmp_path / "scatter.c"
+    scatter.write_text(SCATTER_C)
+    for path in (STATIC / "example-matmul.c", STATIC / "example-stencil.c", scatter):
+        check_program_against_gcc(path, tmp_path / path.stem, polyflow.Options(opt_level=3))
     matmul = polyflow.tc.define((STATIC / "example-matmul.tc").read_text(), "matmul")
     rng = np.random.default_rng(29)
     a = rng.standard_normal((40, 24), dtype=np.float32)
@@ -227,6 +257,13 @@ def test_page_loads(page: Page, service: Service) -> None:
     for control in ("#language", "#entry", "#opt-level", "#tile-sizes", "#fusion", "#target"):
         expect(page.locator(control)).to_be_visible()
     expect(page.locator("#sizes")).to_be_disabled()  # C has no sizes
+    # a file opened from disk replaces the source and sets the language by its extension
+    tc = (STATIC / "example-matmul.tc").read_bytes()
+    page.set_input_files("#upload", files=[{"name": "mm.tc", "mimeType": "text/plain", "buffer": tc}])
+    expect(page.locator("#source")).to_have_value(tc.decode())
+    expect(page.locator("#language")).to_have_value("tc")
+    expect(page.locator("#sizes")).to_be_enabled()
+    expect(page.locator(".src-line")).to_have_count(len(tc.decode().split("\n")))
 
 
 def test_compile_c_example(page: Page, service: Service) -> None:
@@ -323,23 +360,40 @@ def test_bad_c_gets_an_error_marker(page: Page, service: Service) -> None:
     _open(page, service.url + "/")
     page.fill("#source", BAD_C)
     page.fill("#entry", "")
+    line = _line_of(BAD_C, "a[i] + b;")
+    column = BAD_C.splitlines()[line - 1].index("b;") + 1
     page.click("#compile")
     marker = page.locator(".gutter .marker.error")
     expect(marker).to_have_count(1)
-    expect(marker).to_have_attribute("data-line", "3")
-    expect(marker).to_have_attribute("data-column", "12")
+    expect(marker).to_have_attribute("data-line", str(line))
+    expect(marker).to_have_attribute("data-column", str(column))
     expect(marker).to_have_attribute("title", re.compile(r"'b' undeclared"))
-    expect(page.locator("#errors li")).to_have_text(re.compile(r"3:12: 'b' undeclared"))
-    expect(page.locator('.src-line[data-line="3"]')).to_have_class(re.compile(r"has-error"))
-    # the marked character is the `b` at column 12
-    expect(page.locator('.src-line[data-line="3"] .err-col')).to_have_text("b")
+    expect(page.locator("#errors li")).to_have_text(re.compile(rf"{line}:{column}: 'b' undeclared"))
+    expect(page.locator(f'.src-line[data-line="{line}"]')).to_have_class(re.compile(r"has-error"))
+    # the marked character is the `b`
+    expect(page.locator(f'.src-line[data-line="{line}"] .err-col')).to_have_text("b")
     expect(page.locator("#status")).to_have_class("error")
     expect(page.locator(".gutter .badge")).to_have_count(0)
-    # fixed, it compiles and the marker goes
-    page.fill("#source", BAD_C.replace("= b;", "= 2 * a[i];"))
+    # clicking the message puts the caret on the error
+    page.click("#errors li")
+    assert page.evaluate("document.getElementById('source').selectionStart") == len(
+        "\n".join(BAD_C.splitlines()[: line - 1]) + "\n"
+    ) + column - 1
+
+    # fixed, it compiles, the marker goes, and the loops say why they were not raised
+    page.fill("#source", SCATTER_C)
     _compile(page)
     expect(page.locator(".gutter .marker.error")).to_have_count(0)
-    expect(page.locator('.gutter .badge[data-line="2"][data-badge="raised"]')).to_have_count(1)
+    expect(page.locator("#errors li")).to_have_count(0)
+    indirect = _line_of(SCATTER_C, "for (int i = 0; i < n; i++)")
+    expect(page.locator(f'.gutter .badge[data-line="{indirect}"][data-badge="raised"]')).to_have_count(1)
+    why = page.locator(f'.gutter .badge[data-line="{indirect}"][data-badge="why-not"]')
+    expect(why).to_have_text("why not?")
+    expect(why).to_have_attribute("title", re.compile(r"store not raised: .*not affine"))
+    loop = _line_of(SCATTER_C, "while (k < n)")
+    expect(page.locator(f'.gutter .badge[data-line="{loop}"]')).to_have_count(1)
+    why = page.locator(f'.gutter .badge[data-line="{loop}"][data-badge="why-not"]')
+    expect(why).to_have_attribute("title", re.compile(r"not raised: while loop"))
 
 
 def test_share_link_restores_source_options_and_result(
@@ -435,8 +489,8 @@ def test_run_refuses_a_c_source_without_main(page: Page, service: Service) -> No
     if not _has_run(service):
         pytest.skip("this service has no POST /v1/run yet")
     _open(page, service.url + "/")
-    page.fill("#source", BAD_C.replace("= b;", "= 2 * a[i];"))
-    page.fill("#entry", "f")
+    page.fill("#source", SCATTER_C[: SCATTER_C.index("int main")])
+    page.fill("#entry", "scatter")
     page.click("#run")
     expect(page.locator("#status")).to_contain_text("main")
     expect(page.locator("#status")).to_have_class("error")

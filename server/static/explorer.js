@@ -323,6 +323,7 @@ function describeDetail(d) {
 
 function clearErrors() {
   $("errors").replaceChildren();
+  $("notes").replaceChildren();
   editor.setMarkers([]);
 }
 
