@@ -554,28 +554,19 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
 def _unroll_innermost(
     module: ir.Module, fn: ir.Operation, factor: int
 ) -> tuple[ir.Operation, str | None]:
-    """`fn` with each innermost `affine.for` unrolled `factor` times (MLIR's
-    affine-loop-unroll: the same iterations in the same order, so always legal; the trips
-    left over run in a loop after), said in a remark; or `fn` unchanged and why not."""
-    innermost = 0
-
-    def count(op: ir.Operation) -> ir.WalkResult:
-        nonlocal innermost
-        if op.name == "affine.for" and not any(
-            inner.name in ("affine.for", "affine.parallel", "scf.for", "scf.parallel")
-            for block in op.regions[0].blocks
-            for inner in block.operations
-        ):
-            innermost += 1
-        return ir.WalkResult.ADVANCE
-
-    fn.walk(count)
-    if not innermost:
-        return fn, None
+    """`fn` with each innermost `affine.for` (one with no loop of any dialect inside: a tile
+    loop around a micro-kernel's `scf` loops is not one) unrolled `factor` times (the same
+    iterations in the same order, so always legal; the trips left over run in a loop after),
+    said in a remark; or `fn` unchanged and why not."""
     scratch, copy = scratch_module(module, fn)
     try:
+        marked = _mark_innermost_loops(copy)
+        if not marked:
+            return fn, None
         with timer.step("unroll"):
-            _run_pipeline(copy, f"affine-loop-unroll{{unroll-factor={factor}}}")
+            innermost = _unroll_marked(scratch, copy, factor, marked)
+        if not innermost:
+            return fn, None
         swapped = swap_in(fn, copy)
         if swapped is None:
             return fn, "unrolling changed the function's type"
@@ -599,6 +590,94 @@ def _unroll_innermost(
         ],
     )
     return swapped, None
+
+
+_UNROLL_MARK = "polyflow.unroll"  # a unit attribute (what the transform script matches)
+_UNROLL_STEP = "polyflow.unroll_step"  # the loop's step before
+_UNROLL_ID = "polyflow.unroll_id"  # which marked loop (a leftover loop is a copy: the same id)
+_LOOPS = frozenset({"affine.for", "affine.parallel", "scf.for", "scf.parallel", "scf.while"})
+
+
+def _mark_innermost_loops(fn: ir.Operation) -> int:
+    """Mark each `affine.for` of `fn` with no loop of any dialect inside it (and note its
+    step, which unrolling multiplies); their number."""
+    marked = 0
+
+    def has_loop_inside(op: ir.Operation) -> bool:
+        found = False
+
+        def visit(inner: ir.Operation) -> ir.WalkResult:
+            nonlocal found
+            if inner != op and inner.name in _LOOPS:
+                found = True
+                return ir.WalkResult.INTERRUPT
+            return ir.WalkResult.ADVANCE
+
+        op.walk(visit)
+        return found
+
+    def mark(op: ir.Operation) -> ir.WalkResult:
+        nonlocal marked
+        if op.name == "affine.for" and not has_loop_inside(op):
+            op.attributes[_UNROLL_MARK] = ir.UnitAttr.get()
+            op.attributes[_UNROLL_STEP] = op.attributes["step"]
+            op.attributes[_UNROLL_ID] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), marked)
+            marked += 1
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(mark)
+    return marked
+
+
+def _unroll_marked(scratch: ir.Module, fn: ir.Operation, factor: int, marked: int) -> int:
+    """Unroll the loops `_mark_innermost_loops` marked in `fn` (inside `scratch`) `factor`
+    times, through the transform dialect (MLIR's affine-loop-unroll takes every `affine.for`
+    with no `affine.for` inside, tile loops around `scf` loops too), drop the marks, and
+    return how many were unrolled (a loop whose leftover trips have no affine bound, e.g. a
+    partial tile bounded by a `min`, stays as it is, as MLIR's pass leaves it)."""
+    # parsed inside a module that allows named sequences (the op verifies its parent), then
+    # moved into `scratch`, which must allow them too while the interpreter runs
+    holder = ir.Module.parse(
+        "module attributes {transform.with_named_sequence} {\n"
+        "transform.named_sequence @__transform_main(%root: !transform.any_op "
+        "{transform.readonly}) {\n"
+        f"  %loops = transform.structured.match attributes{{{_UNROLL_MARK}}} in %root "
+        ": (!transform.any_op) -> !transform.any_op\n"
+        "  transform.foreach %loops : !transform.any_op {\n"
+        "  ^bb0(%loop: !transform.any_op):\n"
+        "    transform.sequence %loop : !transform.any_op failures(suppress) {\n"
+        "    ^bb1(%one: !transform.any_op):\n"
+        f"      transform.loop.unroll %one {{factor = {factor}}} : !transform.any_op\n"
+        "    }\n  }\n"
+        "  transform.yield\n}\n}"
+    )
+    sequence = holder.body.operations[0].operation
+    scratch.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
+    scratch.body.append(sequence)
+    try:
+        PassManager.parse("builtin.module(transform-interpreter)").run(scratch.operation)
+    except Exception as exc:
+        raise _StepFailed(f"transform.loop.unroll failed: {_describe(exc)}") from exc
+    finally:
+        sequence.erase()
+        del scratch.operation.attributes["transform.with_named_sequence"]
+
+    seen: set[int] = set()  # the marked loops still there (or their leftover loops)
+    stepped: set[int] = set()  # those of them whose step grew
+
+    def unmark(op: ir.Operation) -> ir.WalkResult:
+        if _UNROLL_MARK in op.attributes:
+            loop = ir.IntegerAttr(op.attributes[_UNROLL_ID]).value
+            seen.add(loop)
+            if op.attributes[_UNROLL_STEP] != op.attributes["step"]:
+                stepped.add(loop)
+            for name in (_UNROLL_MARK, _UNROLL_STEP, _UNROLL_ID):
+                del op.attributes[name]
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(unmark)
+    # a loop of no more trips than the factor is unrolled whole: gone, with its marks
+    return len(stepped) + marked - len(seen)
 
 
 def _process_within(
