@@ -150,7 +150,7 @@ def keyed_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]
     keys = tmp / "keys"
     keys.write_text(f"# the explorer test's key\n{API_KEY}\n")
     keys.chmod(0o600)
-    started = _start(tmp, "--api-key-file", str(keys))
+    started = _start(tmp, "--workers", "1", "--api-key-file", str(keys))
     yield started
     started.process.terminate()
     started.process.wait(timeout=30)
@@ -429,6 +429,12 @@ def test_share_link_restores_source_options_and_result(
         expect(shared.locator("#stage-tabs button")).to_have_count(4)
         expect(shared.locator("#ir .ir-line").first).to_be_visible()
         assert _gutter_badges(shared) == badges
+        # the query form of the link too
+        key = href.rsplit("=", 1)[1]
+        shared.goto(f"{service.url}/?key={key}")
+        expect(shared.locator("body")).to_have_attribute("data-ready", "true")
+        expect(shared.locator("#status")).to_contain_text(f"shared result {key[:12]}")
+        expect(shared.locator("#source")).to_have_value(source)
         assert compiles == []
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         shared.screenshot(path=str(ARTIFACTS / "test_share_link_opened.png"))

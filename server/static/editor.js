@@ -22,6 +22,7 @@ export function badgeElement(kind, title, line) {
   if (line !== undefined) span.dataset.line = String(line);
   span.textContent = kind === "why-not" ? "why not?" : known ? known.label : kind;
   span.title = title || (known ? known.title : kind);
+  span.setAttribute("aria-label", `${span.textContent} ${span.title}`);
   return span;
 }
 

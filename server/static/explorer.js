@@ -424,6 +424,10 @@ function badgeTitles(badges, details) {
     if (kind === "parallel" && Array.isArray(d.parallel_reductions) && d.parallel_reductions.length) {
       title = `runs in parallel (reductions: ${d.parallel_reductions.join(", ")})`;
     }
+    if (kind === "parallel" && d.gpu_axis) {
+      const block = Array.isArray(d.gpu_block) ? ` (blocks of ${d.gpu_block.join("x")} threads)` : "";
+      title = `mapped to GPU blocks and threads along ${d.gpu_axis}${block}`;
+    }
     titles[kind] = title;
   }
   return titles;
