@@ -2,11 +2,13 @@
 
 Every flag also comes from an environment variable (`POLYFLOW_SERVE_HOST`, `_PORT`, `_WORKERS`,
 `_CACHE_DIR`, `_MAX_SOURCE_BYTES`, `_TIMEOUT`, `_MEMORY_LIMIT`, `_MAX_QUEUE`, `_API_KEY_FILE`,
-`_ALLOW_RUN`, `_TUNING_DB` (else `POLYFLOW_TUNING_DB`), `_MAX_TUNE_SECONDS`, `_TUNE_MEMORY_LIMIT`);
+`_ALLOW_RUN`, `_TUNING_DB` (else `POLYFLOW_TUNING_DB`), `_MAX_TUNE_SECONDS`, `_TUNE_MEMORY_LIMIT`,
+`_RUN_SECONDS`);
 a flag wins over its variable. Logs are JSON lines, one per request, with its request id.
 
 `--allow-run` lets the service run submitted code: POST /v1/tune builds and runs the candidates
-of a tuning (sandboxed: see server/tuning.py). Without it the service only compiles.
+of a tuning, POST /v1/run a program against gcc (the explorer's Run; sandboxed: see
+server/tuning.py and server/run.py). Without it the service only compiles.
 """
 
 from __future__ import annotations
@@ -71,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
                         default=int(_env("TUNE_MEMORY_LIMIT", "4096") or 4096), metavar="MIB",
                         help="memory a tuning candidate (its build and its run) may use, in "
                         "MiB (0: no limit)")  # fmt: skip
+    tuning.add_argument("--run-seconds", type=float,
+                        default=float(_env("RUN_SECONDS", "10") or 10),
+                        help="seconds one run of POST /v1/run (the explorer's Run) may take")  # fmt: skip
     return parser
 
 
@@ -115,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         tuning_db=args.tuning_db,
         max_tune_seconds=args.max_tune_seconds,
         tune_memory_bytes=(args.tune_memory_limit << 20) or None,
+        run_seconds=args.run_seconds,
     )
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     uvicorn.run(create_app(config), host=args.host, port=args.port, log_level="warning")

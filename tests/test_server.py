@@ -409,6 +409,14 @@ def test_an_api_key_file_others_may_read_gets_a_warning(
     assert "may be read by other users" in capsys.readouterr().err
 
 
+def test_the_run_limit_comes_from_its_flag_or_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from server.__main__ import build_parser
+
+    assert build_parser().parse_args(["--run-seconds", "2.5"]).run_seconds == 2.5
+    monkeypatch.setenv("POLYFLOW_SERVE_RUN_SECONDS", "7")
+    assert build_parser().parse_args([]).run_seconds == 7.0
+
+
 def test_a_compile_past_the_time_limit_is_504_and_the_service_goes_on(start_server: Any) -> None:
     hurried = start_server("--workers", "1", "--timeout", "0.05")
     status, body = hurried.compile({"language": "c", "source": SCALE})
