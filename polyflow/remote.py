@@ -580,13 +580,16 @@ class Client:
         target: Literal["cpu", "cuda"] | None = None,
         grad: str | Sequence[str] | bool | None = None,
         emit: Iterable[str] | None = None,
+        explore: bool = False,
         **fields: Any,
     ) -> RemoteResult:
         """The service's compile of function `entry` of C `source` (text or UTF-8 bytes) or of
         the file at `path` (None: every function it can compile). Options as the local
         `polyflow.compile_c` takes them (`options`, `target`, `grad`: True needs `entry`) and
         as keywords (`opt_level=3`), checked here first; `emit`: the stages to keep (default:
-        those a local compile keeps)."""
+        those a local compile keeps); `explore`: also what the web explorer shows (`explore`:
+        per-loop badges, stages with source positions, dependences), and keep the request so
+        that `result(key)` and the explorer's share link `/#key=...` find it."""
         text, filename = _c_source(source, path)
         sent = _options_fields(options, fields, target=target)
         if grad is not None and grad is not False:
@@ -605,8 +608,19 @@ class Client:
             "target": sent.get("target", "cpu"),
             "options": sent,
             "emit": _stages(emit),
+            **({"explore": True} if explore else {}),
         }
         return self._compile(body, source=text, file=filename)
+
+    def result(self, key: str) -> RemoteResult:
+        """The result the service keeps under `key` (GET /v1/results/{key}): one compiled with
+        `explore` (the explorer's share links `/#key=...` name these), with what was asked for
+        in `request`; a RemoteError (404) for another key."""
+        response, request_id = self._request("GET", f"/v1/results/{key}")
+        shared = self._json(response)
+        result = RemoteResult(self, shared["result"], request_id=request_id)
+        result.request = dict(shared.get("request") or {})
+        return result
 
     def artifact(self, key: str, name: str) -> bytes:
         """Artifact `name` of the result with cache key `key` (GET /v1/artifacts/{key}/{name})."""

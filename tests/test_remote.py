@@ -336,6 +336,17 @@ def test_api_keys(keyed: test_server.Server, monkeypatch: pytest.MonkeyPatch) ->
         assert refused.value.status == 403 and "--allow-run" in str(refused.value)
 
 
+def test_a_shared_result_is_found_by_its_key(client: Client) -> None:
+    explored = client.compile_c(MATMUL, "matmul", opt_level=3, explore=True)
+    shared = client.result(explored.key)
+    assert shared.key == explored.key and shared.stages == explored.stages
+    assert shared.request["source"] == MATMUL and shared.request["entry"] == "matmul"
+    assert [r.kind for r in shared.report.remarks] == [r.kind for r in explored.report.remarks]
+    with pytest.raises(RemoteError) as caught:
+        client.result(client.compile_c(SCALE, "scale").key)  # compiled without explore
+    assert caught.value.status == 404
+
+
 def test_errors_for_unknown_results(client: Client) -> None:
     with pytest.raises(RemoteError) as caught:
         client.artifact("0" * 64, "kernel.o")
