@@ -324,6 +324,15 @@ def test_compile_c_example(page: Page, service: Service) -> None:
     expect(page.locator(".src-line.highlight")).to_have_attribute("data-line", str(zero_line))
     expect(page.locator(".src-line.highlight")).to_have_count(1)
 
+    # the other way: the caret on a source line marks the IR lines that came from it
+    line_height = float(page.eval_on_selector("#source", "e => parseFloat(getComputedStyle(e).lineHeight)"))
+    top = float(page.eval_on_selector("#source", "e => parseFloat(getComputedStyle(e).paddingTop)"))
+    page.locator("#source").evaluate("e => { e.scrollTop = 0; }")
+    page.locator("#source").click(position={"x": 120, "y": top + (last - 0.5) * line_height})
+    linked = page.locator("#ir .ir-line.linked")
+    expect(linked.first).to_be_visible()
+    assert set(linked.evaluate_all("els => els.map(e => e.dataset.srcLine)")) == {str(last)}
+
     # the schedule tree and the dependences of the rescheduled function
     page.click('#view-tabs button[data-view="schedule"]')
     expect(page.locator("#schedule-tree")).to_contain_text("matmul")
