@@ -528,6 +528,41 @@ def dependence_entries(
     return dependences, statements, left_out
 
 
+def uncompiled_c_loops(cmod: Any, file: str, entry: str | None) -> list[dict[str, Any]]:
+    """The loops of the C functions of `file` that this compile leaves to the C compiler
+    (`main`, a function the frontend cannot compile, one other than the request's `entry`),
+    as `loop_entries` gives them: no badge, and why the function is not compiled."""
+    from pycparser import c_ast
+
+    out = []
+    for name, fdef in cmod.scope.defs.items():
+        coord = fdef.decl.coord
+        if name in cmod.functions or coord is None or coord.file != file:
+            continue
+        if name in cmod.skipped:
+            reason = f"'{name}' is not compiled: {cmod.why_skipped(name)[1]}"
+        elif name == "main":
+            reason = "main is not compiled: polyflow compiles the functions it calls; main is built by the C compiler"
+        else:
+            reason = f"'{name}' is not compiled: the request's entry is '{entry}'"
+        stack: list[Any] = [fdef.body]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, c_ast.For | c_ast.While | c_ast.DoWhile) and node.coord:
+                out.append(
+                    {
+                        "function": name,
+                        "line": node.coord.line,
+                        "column": node.coord.column or 0,
+                        "badges": [],
+                        "why_not": [reason],
+                        "details": {},
+                    }
+                )
+            stack += [child for _, child in node.children()]
+    return sorted(out, key=lambda loop: (loop["line"], loop["column"]))
+
+
 def build_explore(
     *,
     language: str,
@@ -538,11 +573,13 @@ def build_explore(
     recorded: Mapping[str, Sequence[Mapping[str, Any]]],
     names: Mapping[str, str],
     polyhedral_off: str | None = None,
+    uncompiled: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The `explore` section (see the module docstring) of one compile: `stages` printed with
     locations (only the MLIR ones are read), the report as JSON, the frontend's loops
     (`source_loops`), the recorded dependences per function symbol, `names` symbol -> source
-    name; `polyhedral_off`: why the polyhedral stage did not run (None: it did)."""
+    name; `polyhedral_off`: why the polyhedral stage did not run (None: it did); `uncompiled`:
+    the loops of the functions left to the C compiler (`uncompiled_c_loops`)."""
     files = tuple(files)
     shown = {}
     for name, text in stages.items():
@@ -552,7 +589,13 @@ def build_explore(
     dependences, statements, left_out = dependence_entries(recorded, names)
     return {
         "language": language,
-        "loops": loop_entries(loops, list(report.get("remarks") or []), polyhedral_off),
+        "loops": sorted(
+            [
+                *loop_entries(loops, list(report.get("remarks") or []), polyhedral_off),
+                *(dict(loop) for loop in uncompiled),
+            ],
+            key=lambda loop: (loop["line"], loop["column"]),
+        ),
         "stages": shown,
         "schedule_trees": dict(report.get("schedules") or {}),
         "dependences": dependences,
@@ -570,4 +613,5 @@ __all__ = [
     "polyhedral_off",
     "source_loops",
     "split_locations",
+    "uncompiled_c_loops",
 ]

@@ -24,7 +24,14 @@ from polyflow.options import Options, grad_spec
 from polyflow.report import Remark
 from polyflow.storage.tuning import apply_choices
 
-from .explore import MLIR_STAGES, build_explore, polyhedral_off, source_loops, split_locations
+from .explore import (
+    MLIR_STAGES,
+    build_explore,
+    polyhedral_off,
+    source_loops,
+    split_locations,
+    uncompiled_c_loops,
+)
 
 # Options a request may not set: `cc` names the program that preprocesses C, `include_dirs`
 # would let the preprocessor read the service's files.
@@ -84,8 +91,10 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     start = time.perf_counter()
     header: str | None = None
     left_out: list[Remark] = []
+    uncompiled: list[dict[str, Any]] = []
     if request["language"] == "c":
-        context, module, entry, header, left_out = _c_module(request, options)
+        context, module, entry, header, left_out, cmod = _c_module(request, options)
+        uncompiled = uncompiled_c_loops(cmod, "<input>", entry) if explore else []
     else:
         context, module, entry = _tc_module(request, options)
     timings["frontend"] = (time.perf_counter() - start) * 1e3
@@ -157,6 +166,7 @@ def _compile(request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
             recorded=recorded,
             names=names,
             polyhedral_off=polyhedral_off(options),
+            uncompiled=uncompiled,
         )
     return response, compiled.cacheable
 
@@ -297,9 +307,9 @@ def check_includes(source: str) -> None:
 
 def _c_module(
     request: dict[str, Any], options: Options
-) -> tuple[Any, Any, str | None, str, list[Remark]]:
+) -> tuple[Any, Any, str | None, str, list[Remark], Any]:
     """(the MLIR context, the module in it, the entry, the C header of its functions, a warning
-    for each function left out) of a C request."""
+    for each function left out, the frontend's CModule) of a C request."""
     from polyflow.drivers.sources import c_module, check_gradients
 
     check_includes(request["source"])
@@ -324,7 +334,7 @@ def _c_module(
         others = [f"'{n}' ({_where(e)}: {e.reason})" for n, e in list(cmod.skipped.items())[1:]]
         also = f"; nor {', '.join(others)}" if others else ""
         raise _not_compiled(name, why, also, prefix="no function in the source can be compiled: ")
-    return cmod.context, cmod.module, entry, _c_header(cmod), _left_out(cmod)
+    return cmod.context, cmod.module, entry, _c_header(cmod), _left_out(cmod), cmod
 
 
 def _left_out(cmod: Any) -> list[Remark]:

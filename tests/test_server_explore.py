@@ -99,6 +99,34 @@ def test_each_source_loop_has_its_badges_and_reasons(c_answer: dict[str, Any]) -
     assert "S0[" in explore["schedule_trees"]["matmul"]
 
 
+def test_loops_of_functions_left_to_the_c_compiler_say_why(server: Server) -> None:
+    source = (
+        "#include <stdio.h>\n"
+        "void show(int n, double a[n]) {\n"
+        "  for (int i = 0; i < n; i++)\n"
+        '    printf("%f\\n", a[i]);\n'
+        "}\n"
+        "void twice(int n, double a[n]) { for (int i = 0; i < n; i++) a[i] *= 2; }\n"
+        "int main(void) {\n"
+        "  double a[8] = {0};\n"
+        "  for (int r = 0; r < 3; r++) { twice(8, a); show(8, a); }\n"
+        "  return 0;\n"
+        "}\n"
+    )
+    request = {"language": "c", "source": source, "options": {"opt_level": 3}, "explore": True}
+    status, body = server.compile(request)
+    assert status == 200, body
+    loops = {(loop["function"], loop["line"]): loop for loop in body["explore"]["loops"]}
+    assert list(loops) == [("show", 3), ("twice", 6), ("main", 9)]
+    assert loops["show", 3]["badges"] == [] and loops["show", 3]["why_not"] == [
+        "'show' is not compiled: call to 'printf', which is not a function of this file or of "
+        "math.h (at 4:5)"
+    ]
+    assert "raised" in loops["twice", 6]["badges"]
+    assert loops["main", 9]["column"] == 3
+    assert loops["main", 9]["why_not"][0].startswith("main is not compiled")
+
+
 def test_the_kernels_compute_what_numpy_does(c_answer: dict[str, Any], tmp_path: Path) -> None:
     library = tmp_path / "kernel.so"
     library.write_bytes(base64.b64decode(c_answer["artifacts"]["kernel.so"]))
@@ -190,8 +218,15 @@ def test_for_cuda_the_loops_mapped_to_blocks_and_threads_are_parallel(server: Se
     assert status == 200, body
     explore = body["explore"]
     assert set(explore["stages"]) == {"affine-opt", "gpu"}
-    axes = {loop["line"]: loop["details"].get("gpu_axis") for loop in explore["loops"]}
+    axes = {
+        loop["line"]: loop["details"].get("gpu_axis")
+        for loop in explore["loops"]
+        if loop["function"] == "matmul"
+    }
     assert axes == {2: "y", 3: "x", 4: None}
+    # the other functions are not compiled for this request, and their loops say so
+    (stencil_time,) = [loop for loop in explore["loops"] if loop["line"] == 9]
+    assert stencil_time["why_not"] == ["'stencil' is not compiled: the request's entry is 'matmul'"]
     assert "parallel" in _loop(explore, 2)["badges"] and "parallel" not in _loop(explore, 4)["badges"]
     host = base64.b64decode(body["artifacts"]["host.mlir"]).decode()
     assert "gpu.launch_func" in host and not re.search(r"(?<![\w.])loc\(", host)
