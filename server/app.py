@@ -290,6 +290,7 @@ class StoredRequest(BaseModel):
     options: dict[str, Any] = Field(description="the request's options as it gave them")
     sizes: dict[str, int] | None = None
     emit: list[str] = Field(default_factory=list)
+    grad: GradRequest | None = None
     explore: bool = True
 
 
@@ -662,7 +663,7 @@ def create_app(config: ServeConfig | None = None) -> FastAPI:
             if body.explore:
                 shown = {
                     **body.model_dump(
-                        include={"language", "source", "entry", "target", "sizes", "emit"}
+                        include={"language", "source", "entry", "target", "sizes", "emit", "grad"}
                     ),
                     "options": asked,
                     "explore": True,

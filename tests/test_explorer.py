@@ -451,6 +451,35 @@ def test_share_link_restores_source_options_and_result(
         other.close()
 
 
+def test_gradient_stage_and_its_share_link(page: Page, browser: Browser, service: Service) -> None:
+    _open(page, service.url + "/")
+    _example(page, "tc-matmul", "example-matmul.tc")
+    page.fill("#grad", "matmul:A")
+    answer = _compile(page)
+    assert "grad" in answer["stages"] and "func.func" in answer["stages"]["grad"]
+    tab = page.locator('#stage-tabs button[data-stage="grad"]')
+    tab.click()
+    expect(tab).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#ir")).to_contain_text("func.func")
+    page.select_option("#target", "cuda")  # the gradient compiles for the CPU: said, not sent
+    page.click("#compile")
+    expect(page.locator("#status")).to_contain_text("gradient")
+    page.select_option("#target", "cpu")
+    page.click("#share")
+    link = page.locator("#share-link")
+    expect(link).to_have_attribute("href", re.compile(r"/#key=[0-9a-f]{64}$"))
+    other = browser.new_context()
+    try:
+        shared = other.new_page()
+        _open(shared, link.get_attribute("href") or "")
+        expect(shared.locator("#status")).to_contain_text("shared result")
+        expect(shared.locator("#grad")).to_have_value("matmul:A")
+        expect(shared.locator('#stage-tabs button[data-stage="grad"]')).to_be_visible()
+    finally:
+        other.close()
+    page.screenshot(path=str(ARTIFACTS / "test_gradient_stage.png"))
+
+
 def test_api_key(page: Page, keyed_service: Service) -> None:
     _open(page, keyed_service.url + "/")
     expect(page.locator("#status")).to_contain_text("API key")

@@ -108,6 +108,20 @@ function parseSizes(text) {
   return sizes;
 }
 
+/** "f" or "f:a,b" (the CLI's --grad) as the request's `grad` ({entry, wrt}), or null. */
+function parseGrad(text) {
+  const spec = text.trim();
+  if (!spec) return null;
+  const m = /^([A-Za-z_]\w*)(?::\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*))?$/.exec(spec);
+  if (!m) throw new Error(`gradient: expected NAME or NAME:wrt1,wrt2, got "${spec}"`);
+  return { entry: m[1], wrt: m[2] ? m[2].split(/\s*,\s*/) : null };
+}
+
+function formatGrad(grad) {
+  if (!grad) return "";
+  return grad.wrt ? `${grad.entry}:${grad.wrt.join(",")}` : grad.entry;
+}
+
 function formatSizes(sizes) {
   return Object.entries(sizes || {})
     .map(([name, value]) => `${name}=${value}`)
@@ -142,6 +156,12 @@ function buildRequest() {
     emit: EMIT[target],
   };
   if (language === "tc") request.sizes = parseSizes($("sizes").value);
+  const grad = parseGrad($("grad").value);
+  if (grad) {
+    if (target !== "cpu") throw new Error("gradient: the reverse-mode gradient compiles for the CPU target");
+    request.grad = grad;
+    request.emit = [...request.emit.slice(0, 2), "grad", ...request.emit.slice(2)];
+  }
   return request;
 }
 
@@ -156,6 +176,7 @@ function applyRequest(request) {
   $("fusion").value = options.fusion || "smart";
   $("tile-sizes").value = (options.tile_sizes || []).join(",");
   $("threads").value = options.threads ?? "";
+  $("grad").value = formatGrad(request.grad);
   languageChanged();
   editor.value = request.source || "";
 }
