@@ -254,6 +254,7 @@ def test_explore_is_part_of_the_key_and_a_share_link_finds_the_request(
         "options": {"opt_level": 3},
         "sizes": None,
         "emit": STAGES,
+        "grad": None,
         "explore": True,
     }
     result = shared["result"]
