@@ -43,7 +43,7 @@ from typing import Any, Literal, get_args
 
 import httpx
 
-from polyflow.errors import CompileError
+from polyflow.errors import CompileError, source_text
 from polyflow.options import Options, PipelineStage
 from polyflow.report import CompileReport, ReportViews
 from polyflow.version import __version__
@@ -456,29 +456,17 @@ class _TcNamespace:
         for an unknown or ambiguous name), to be compiled by the service with
         `.compile(**sizes)`. Options: `options` and/or `fields` (Options fields) over the TC
         defaults (-O3; `march` stays generic: the code is built on the service's machine)."""
-        from polyflow.frontend.tc.checks import check_program
-        from polyflow.frontend.tc.parser import parse
-        from polyflow.frontend.tc.ranges import infer_ranges
+        from polyflow.frontend.tc.ranges import inferred_definitions
 
-        text = _text(source, file)
+        text = source_text(source, file)
         sent = _options_fields(options, fields, target=target, defaults=TC_REMOTE_DEFAULTS)
         stages = _stages(emit)
-        checked = check_program(parse(text, file=file), source=text, file=file)
-        inferred: dict[str, Any] = {}
-        for each, definition in checked.items():  # range errors here, as a local define
-            inferred[each] = infer_ranges(definition, source=text, file=file, callees=inferred)
-        if name is None:
-            if len(checked) > 1:
-                raise ValueError(
-                    f"the source defines {', '.join(checked)}: say which one with name=..."
-                )
-            name = next(iter(checked))
-        if name not in checked:
-            raise ValueError(f"no definition named '{name}' (defined: {', '.join(checked)})")
+        # range errors here too, as a local define finds them
+        name, inferred = inferred_definitions(text, name, file=file)
         sizes = sorted(
             {
                 dim
-                for tensor in checked[name].inputs
+                for tensor in inferred[name].definition.inputs
                 for dim in (tensor.dims or ())
                 if isinstance(dim, str)
             }
@@ -649,7 +637,7 @@ class Client:
         progress changes. Returns the tuning once done (or cancelled); a RemoteError if it
         failed; past `timeout` seconds it is cancelled and RemoteTimeout raised. Later
         compiles of the same kernel at -O3 use the result (their `tuned`)."""
-        text = _text(source, "<input>" if language == "c" else "<tc>")
+        text = source_text(source, "<input>" if language == "c" else "<tc>")
         body: dict[str, Any] = {
             "language": language,
             "source": text,
@@ -764,7 +752,7 @@ class Client:
                 if response.status_code not in RETRY_STATUSES:
                     raise _error(self, response, request_id, source=source, file=file)
                 status, retry_after = response.status_code, response.headers.get("retry-after")
-                reason, failure = f"{status}: {_detail_text(response)}", None
+                reason, failure = f"{status}: {_detailsource_text(response)}", None
             if attempt >= self.retries:
                 tries = f"{attempt + 1} tr{'y' if attempt == 0 else 'ies'}"
                 spent = time.monotonic() - started
@@ -879,7 +867,7 @@ def _detail(response: httpx.Response) -> Any:
     return body.get("detail", body) if isinstance(body, dict) else body
 
 
-def _detail_text(response: httpx.Response) -> str:
+def _detailsource_text(response: httpx.Response) -> str:
     detail = _detail(response)
     return detail if isinstance(detail, str) else repr(detail)
 
@@ -928,21 +916,6 @@ def _rename_file(answer: dict[str, Any], old: str, new: str) -> None:
             record["file"] = new
 
 
-def _text(source: str | bytes, file: str) -> str:
-    """Source text given as `str`, or as UTF-8 `bytes` (as the local API takes it)."""
-    if isinstance(source, str):
-        return source
-    if not isinstance(source, bytes | bytearray):
-        raise TypeError(f"source must be str or bytes, not {type(source).__name__}")
-    try:
-        return bytes(source).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CompileError(
-            f"not a text file: byte 0x{source[exc.start]:02x} at offset {exc.start} is not UTF-8",
-            file=file,
-        ) from None
-
-
 def _c_source(
     source: str | bytes | os.PathLike[str] | None, path: str | os.PathLike[str] | None
 ) -> tuple[str, str]:
@@ -958,10 +931,10 @@ def _c_source(
             data = Path(path).read_bytes()
         except OSError as exc:
             raise CompileError(f"cannot read '{path}': {exc.strerror}", file=str(path)) from None
-        text, filename = _text(data, str(path)), str(path)
+        text, filename = source_text(data, str(path)), str(path)
     else:
         assert source is not None and not isinstance(source, os.PathLike)
-        text, filename = _text(source, "<input>"), "<input>"
+        text, filename = source_text(source, "<input>"), "<input>"
     if not text.strip():
         raise CompileError("the source is empty", file=filename)
     return text, filename

@@ -39,11 +39,16 @@ from polyflow.arrays import (
     new_output,
     result_library,
 )
-from polyflow.errors import CompileError
+from polyflow.errors import CompileError, source_text
 from polyflow.frontend.tc import syntax as ast
-from polyflow.frontend.tc.checks import CheckedComprehension, CheckedDefinition, check_program
+from polyflow.frontend.tc.checks import CheckedComprehension, CheckedDefinition
 from polyflow.frontend.tc.parser import parse
-from polyflow.frontend.tc.ranges import InferredDefinition, Specialized, infer_ranges, specialize
+from polyflow.frontend.tc.ranges import (
+    InferredDefinition,
+    Specialized,
+    inferred_definitions,
+    specialize,
+)
 from polyflow.options import TC_DEFAULTS, Options
 from polyflow.report import CompileReport, Remark
 from polyflow.storage.tuning import Tuning, TuningKey, tc_tuning_key, tuning_note, with_tuning
@@ -80,8 +85,6 @@ def define(
     options' target) compiles GPU kernels: the function is then called on CuPy arrays or torch
     CUDA tensors (outputs come back as the inputs' kind), `emulate(...)` runs the same kernels
     on the CPU on NumPy arrays, and `ptx(...)` gives their PTX."""
-    from polyflow.drivers.sources import source_text
-
     source = source_text(source, file)
     if isinstance(options, Mapping):
         options = Options(**{**TC_DEFAULTS, **options})
@@ -90,21 +93,7 @@ def define(
         options = options.model_copy(update={"target": target})
     if options.target == "cuda":
         options = options.model_copy(update={"gpu_device_arrays": True, "gpu_emulate": False})
-    program = parse(source, file=file)
-    checked = check_program(program, source=source, file=file)
-    inferred: dict[str, InferredDefinition] = {}
-    for definition_name, definition in checked.items():
-        inferred[definition_name] = infer_ranges(
-            definition, source=source, file=file, callees=inferred
-        )
-    if name is None:
-        if len(checked) > 1:
-            raise ValueError(
-                f"the source defines {', '.join(checked)}: say which one with name=..."
-            )
-        name = next(iter(checked))
-    if name not in checked:
-        raise ValueError(f"no definition named '{name}' (defined: {', '.join(checked)})")
+    name, inferred = inferred_definitions(source, name, file=file)
     return TcFunction(source, file, inferred[name], inferred, options)
 
 

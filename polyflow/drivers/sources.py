@@ -7,26 +7,10 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from polyflow.errors import CompileError
+from polyflow.errors import CompileError, source_text
 from polyflow.frontend.c import CModule, emit_c_module
 from polyflow.frontend.c_parse import parse_c
 from polyflow.options import Options, grad_spec
-
-
-def source_text(data: str | bytes, filename: str) -> str:
-    """Source text given as `str`, or as `bytes` of UTF-8 text; CompileError (at `filename`)
-    for anything else, e.g. a binary file."""
-    if isinstance(data, str):
-        return data
-    if not isinstance(data, bytes | bytearray):
-        raise TypeError(f"source must be str or bytes, not {type(data).__name__}")
-    try:
-        return bytes(data).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CompileError(  # no line: it would print binary data
-            f"not a text file: byte 0x{data[exc.start]:02x} at offset {exc.start} is not UTF-8",
-            file=filename,
-        ) from None
 
 
 def read_text_file(path: str | os.PathLike[str]) -> str:

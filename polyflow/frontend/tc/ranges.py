@@ -405,3 +405,27 @@ def _declared_at(definition: CheckedDefinition, name: str) -> ast.Pos:
         if output.name == name:
             return output.pos
     return definition.source.pos
+
+
+def inferred_definitions(
+    source: str, name: str | None, *, file: str = "<tc>"
+) -> tuple[str, dict[str, InferredDefinition]]:
+    """(the name of the definition wanted: `name`, or the only one when None; every
+    definition of `source` parsed, checked and with its ranges inferred, in order).
+    CompileError for a mistake in the source, ValueError for an unknown or ambiguous name."""
+    from .checks import check_program
+    from .parser import parse
+
+    checked = check_program(parse(source, file=file), source=source, file=file)
+    inferred: dict[str, InferredDefinition] = {}
+    for each, definition in checked.items():
+        inferred[each] = infer_ranges(definition, source=source, file=file, callees=inferred)
+    if name is None:
+        if len(checked) > 1:
+            raise ValueError(
+                f"the source defines {', '.join(checked)}: say which one with name=..."
+            )
+        name = next(iter(checked))
+    if name not in checked:
+        raise ValueError(f"no definition named '{name}' (defined: {', '.join(checked)})")
+    return name, inferred
