@@ -166,6 +166,13 @@ class Options(BaseModel):
         "stencils) as wavefronts of blocks of 2x2 tiles, so that blocks run in parallel",
         json_schema_extra=_POLYHEDRAL,
     )
+    point_distribution: bool = Field(
+        default=True,
+        description="in a time-tiled (skewed) tile band of several statements, run the "
+        "innermost point loop once per statement where the dependences allow it, so that each "
+        "is a plain sweep the vectorizer takes (jacobi-2d's two statements, fdtd-2d's three)",
+        json_schema_extra=_POLYHEDRAL,
+    )
     index_split: bool = Field(
         default=True,
         description="cut a loop whose carried dependences all start or end at one iteration "

@@ -364,6 +364,7 @@ def reschedule_function(
                         "second_level": band.second_level,
                         "wavefront": band.wavefront,
                         "contraction": band.contraction,
+                        "distributed": band.distributed,
                     },
                 )
     with timer.step("cleanup"):

@@ -46,6 +46,7 @@ TUNABLE_FIELDS = frozenset(
         "tile_second_level",
         "wavefront",
         "wavefront_block",
+        "point_distribution",
         "index_split",
         "split",
         "parallel",

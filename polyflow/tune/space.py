@@ -119,7 +119,7 @@ class OptionSpace:
             chosen["tile_sizes"] = sizes
         chosen.pop("tile_sizes_auto", None)
         if not tiled:
-            for name in ("tile_sizes", "tile_second_level", "wavefront", "wavefront_block"):
+            for name in ("tile_sizes", "tile_second_level", "wavefront", "wavefront_block", "point_distribution"):
                 chosen.pop(name, None)
         parallel = chosen.get("parallel", self.base.parallel)
         if not parallel:
@@ -247,6 +247,7 @@ def option_space(base: Options, facts: CompileFacts) -> OptionSpace:
     if "wavefront" in facts.remark_kinds or facts.depth >= 3:
         add("wavefront", True, False)
         add("wavefront_block", 2, 1, 4)
+        add("point_distribution", True, False)
     if "micro-kernel" in facts.remark_kinds:
         add("micro_kernels", True, False)
         add("micro_kernel_rows", 6, 4, 8, 3, 12)
