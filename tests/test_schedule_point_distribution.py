@@ -250,3 +250,28 @@ def _stores_per_innermost_loop(text: str, function: str) -> list[int]:
 
         fn.walk(visit)
     return found
+
+
+def test_the_vector_loop_of_a_distributed_stencil_gets_long_tiles(tmp_path: Path) -> None:
+    from polyflow.schedule.tiling import MAX_STENCIL_ROW_TILE, stencil_row_tile
+    from polyflow.target import GENERIC_CACHES, Caches
+
+    zen4 = Caches(l1_data=32 * 1024, l2=1024 * 1024, line=64)
+    assert stencil_row_tile(32, 8, zen4) == 256  # 32 rows x 256 x 8 B = a sixteenth of 1 MiB
+    assert stencil_row_tile(32, 4, zen4) == 512 and stencil_row_tile(32, 8, GENERIC_CACHES) == 128
+    assert stencil_row_tile(8, 1, zen4) == MAX_STENCIL_ROW_TILE
+    src = tmp_path / "jacobi.c"
+    src.write_text(JACOBI_2D.replace("STEPS", "29").replace("SIZE", "N"))
+    sizes = {}
+    for distribute in (True, False):
+        built = polyflow.build_program(
+            src,
+            tmp_path / f"jacobi-{distribute}.mlir",
+            options=Options(opt_level=3, point_distribution=distribute),
+            emit="affine-opt",
+        )
+        (band,) = _tiled(built)
+        sizes[distribute] = band["sizes"]
+    assert sizes[True] == [32, 32, stencil_row_tile(32, 8, GENERIC_CACHES)]
+    assert sizes[False] == [32, 32, 32]
+    check_program_against_gcc(src, tmp_path / "run", Options(opt_level=3))

@@ -26,6 +26,12 @@ array_shapes=None)`:
       columns, 1 KiB of depth: `Options.contraction_tile_*`), column tiles outermost; so does
       a convolution `out[n][k][h][w] += in[n][c][h + i][w + j]·wt[k][c][i][j]` (rows k,
       columns w, depth c), whose other members (n, h) are left whole.
+    * `options.point_distribution` and `validity` given: a skewed band of several statements
+      (a time-tiled stencil's step) whose innermost member can run once per statement
+      (`_distribution_order`) gets its point band's innermost member split off and copied under
+      one filter per statement (`_distribute_innermost_point_loop`), so each statement's vector
+      loop is a plain sweep; with default sizes, that member's tiles are long
+      (`stencil_row_tile`: 256 for f64 with a 1 MiB L2).
     * `options.tile_second_level`: the tile band is tiled again by `SECOND_LEVEL_FACTOR` tiles per
       dimension (L2/L3 blocking), giving outer tiles → tiles → points.
     * `accesses` (each statement's access relations, one single-valued map per access, row-major
@@ -101,6 +107,12 @@ REUSE_L2_SHARE = 0.5
 # PolyBench LARGE (f64) 2mm 8.6x -> 11x gcc, 3mm 8.9x -> 13x; a depth of 2 KiB lost 25-30% on
 # f64, rows and columns at half or double these sizes were within the noise. (The sizes are
 # `Options.contraction_tile_rows`, `_columns` and `_depth_bytes`, for a tuner to vary.)
+
+
+# The rows of a time-tiled stencil's tile may take this share of the L2 (`stencil_row_tile`),
+# and no row tile is longer than the maximum.
+STENCIL_L2_SHARE = 16
+MAX_STENCIL_ROW_TILE = 512
 
 
 def default_tile_size(element_bytes: int, caches: Caches = GENERIC_CACHES) -> int:
@@ -202,6 +214,17 @@ def _tile_subtree(
         roles = _contraction_roles(node, strides) if _wants_contraction_tiles(options) else None
         if roles is not None:
             wanted = _contraction_sizes(wanted, roles, element_bytes, options)
+        # a time-tiled stencil whose statements get an innermost loop each: that loop is the
+        # vector loop, and its tiles are made long (see `stencil_row_tile`)
+        statements = (
+            _distribution_order(node, validity)
+            if options.point_distribution and validity is not None and _member_iterators(node) is None
+            else None
+        )
+        if statements is not None and options.tile_sizes is None and len(wanted) >= 2:
+            caches = target_of(options.march, options.mtune).caches
+            row = stencil_row_tile(wanted[-2], element_bytes, caches)
+            wanted = (*wanted[:-1], max(wanted[-1], row))
         sizes = _fitted_sizes(node, wanted)
         # Sizes the user gave are followed; the default ones only where they bring reuse, or
         # keep a parallel loop outermost that the locality order would move inwards.
@@ -231,10 +254,12 @@ def _tile_subtree(
             # node: the (first-level) tile band; its child is the point band.
             node = _reorder_for_locality(node.child(0), strides)
             node = _sink_strided_member(node, strides, validity)
-            if options.point_distribution and skewed and validity is not None:
-                distributed = _distribute_innermost_point_loop(node, validity)
-                if distributed is not None:
-                    node, band = distributed, replace(band, distributed=True)
+            # checked again on the point band: its innermost member is the one distributed
+            if statements is not None and validity is not None:
+                statements = _distribution_order(node, validity)
+            if statements is not None:
+                node = _distribute_innermost_point_loop(node, statements)
+                band = replace(band, distributed=True)
             tiled.append(band)
             node = node.parent()
             if options.tile_second_level:
@@ -323,30 +348,24 @@ def _wavefront(
     return wavefront.child(0).insert_mark(isl.Id(WAVEFRONT_MARK)).parent()
 
 
-def _distribute_innermost_point_loop(
-    node: isl.ScheduleNode, validity: isl.UnionMap
-) -> isl.ScheduleNode | None:
-    """The point band `node` (of a tile band) with its innermost member run once per
-    statement, in the statements' order (S0, S1, ...: the source's), under its outer members;
-    None where it has one member or one statement, or where a dependence goes from a later
+def _distribution_order(node: isl.ScheduleNode, validity: isl.UnionMap) -> list[isl.Set] | None:
+    """The statements of permutable band `node` in the order their innermost loops would run
+    if `_distribute_innermost_point_loop` gave each its own (S0, S1, ...: the source's); None
+    where the band has one member or one statement, or where a dependence goes from a later
     statement to an earlier one between instances at equal values of the outer members (the
-    order that distribution would reverse). The returned node stands at `node`'s position.
-
-    Why: the statements of a time-tiled stencil's step share the innermost point loop, each
-    at its own skew (jacobi-2d's second sweep runs one row and one column behind the first),
-    and LLVM does not vectorize such a loop (it reads the other statement's stores one
-    iteration back). One loop per statement is a plain sweep: jacobi-2d LARGE ran 1.45 s ->
-    0.85 s on one core (gcc -O3: 1.57 s), fdtd-2d 1.35 -> 0.83 s."""
+    order that distribution would reverse). Tiling keeps this true of the point band: equal
+    outer point values mean equal outer tile values too."""
     members = node.band_n_member()
     statements = sorted(sets_of(node.get_domain()), key=lambda s: s.get_tuple_name())
     if members < 2 or len(statements) < 2:
         return None
-    outer = isl.UnionMap.empty(node.band_get_partial_schedule_union_map().get_space())
-    for piece in maps_of(node.band_get_partial_schedule_union_map()):
+    schedule = node.band_get_partial_schedule_union_map()
+    outer = isl.UnionMap.empty(schedule.get_space())
+    for piece in maps_of(schedule):
         outer = outer.union(
             isl.UnionMap.from_map(piece.project_out(isl.dim_type.out, members - 1, 1))
         )
-    together = outer.apply_range(outer.reverse())  # instances at equal outer point values
+    together = outer.apply_range(outer.reverse())  # instances at equal outer values
     within = validity.intersect(together)
     for later, second in enumerate(statements):
         for first in statements[:later]:
@@ -355,11 +374,39 @@ def _distribute_innermost_point_loop(
             )
             if not backwards.is_empty():
                 return None
+    return statements
+
+
+def _distribute_innermost_point_loop(
+    node: isl.ScheduleNode, statements: Sequence[isl.Set]
+) -> isl.ScheduleNode:
+    """The point band `node` (of a tile band) with its innermost member run once per statement
+    of `statements` (`_distribution_order`, which says when that is legal), in that order,
+    under its outer members; the returned node stands at `node`'s position.
+
+    Why: the statements of a time-tiled stencil's step share the innermost point loop, each
+    at its own skew (jacobi-2d's second sweep runs one row and one column behind the first),
+    and LLVM does not vectorize such a loop (it reads the other statement's stores one
+    iteration back). One loop per statement is a plain sweep: jacobi-2d LARGE ran 1.45 s ->
+    0.85 s on one core (gcc -O3: 1.57 s), fdtd-2d 1.35 -> 0.83 s."""
     filters = isl.UnionSetList.alloc(node.get_ctx(), len(statements))
     for statement in statements:
         filters = filters.add(isl.UnionSet.from_set(statement))
     # the innermost member in a band of its own, copied under one filter per statement
+    members = node.band_n_member()
     return node.band_split(members - 1).child(0).insert_sequence(filters).parent()
+
+
+def stencil_row_tile(rows: int, element_bytes: int, caches: Caches = GENERIC_CACHES) -> int:
+    """The tile size of a time-tiled stencil's innermost (vector) loop, when each statement
+    runs it on its own: the largest power of two with `rows` rows of it in a sixteenth of the
+    L2 (1 MiB, 32 rows of f64: 256), at least `MIN_TILE_SIZE`, at most `MAX_STENCIL_ROW_TILE`.
+    Cubic tiles (32) leave 4 AVX-512 vectors per row between the loop's entry and exit, and
+    the skew cuts a row into pieces; at LARGE 256 made jacobi-2d 0.85 -> 0.61 s on one core
+    (0.48 -> 0.34 s on two) and fdtd-2d 0.84 -> 0.52 s, while 128 and 512 were 3-10% slower."""
+    elements = caches.l2 // (STENCIL_L2_SHARE * max(rows, 1) * max(element_bytes, 1))
+    power = 1 << (elements.bit_length() - 1) if elements > 0 else 1
+    return max(MIN_TILE_SIZE, min(power, MAX_STENCIL_ROW_TILE))
 
 
 def _is_permutable_band(node: isl.ScheduleNode) -> bool:
