@@ -275,3 +275,17 @@ def test_the_vector_loop_of_a_distributed_stencil_gets_long_tiles(tmp_path: Path
     assert sizes[True] == [32, 32, stencil_row_tile(32, 8, GENERIC_CACHES)]
     assert sizes[False] == [32, 32, 32]
     check_program_against_gcc(src, tmp_path / "run", Options(opt_level=3))
+
+
+def test_statements_run_in_source_order_past_nine() -> None:
+    import islpy as isl
+
+    from polyflow.schedule.tiling import _statement_number
+
+    ctx = isl.Context()
+    names = ["S10", "S2", "S0", "S9"]
+    ordered = sorted(
+        (isl.Set.read_from_str(ctx, f"{{ {n}[i] : 0 <= i < 3 }}") for n in names),
+        key=_statement_number,
+    )
+    assert [s.get_tuple_name() for s in ordered] == ["S0", "S2", "S9", "S10"]

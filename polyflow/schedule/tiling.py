@@ -356,7 +356,7 @@ def _distribution_order(node: isl.ScheduleNode, validity: isl.UnionMap) -> list[
     order that distribution would reverse). Tiling keeps this true of the point band: equal
     outer point values mean equal outer tile values too."""
     members = node.band_n_member()
-    statements = sorted(sets_of(node.get_domain()), key=lambda s: s.get_tuple_name())
+    statements = sorted(sets_of(node.get_domain()), key=_statement_number)
     if members < 2 or len(statements) < 2:
         return None
     schedule = node.band_get_partial_schedule_union_map()
@@ -375,6 +375,14 @@ def _distribution_order(node: isl.ScheduleNode, validity: isl.UnionMap) -> list[
             if not backwards.is_empty():
                 return None
     return statements
+
+
+def _statement_number(statement: isl.Set) -> tuple[int, str]:
+    """A key that orders statements as the source does: S2 before S10 (by the number they end
+    in, then by name)."""
+    name = statement.get_tuple_name()
+    digits = len(name) - len(name.rstrip("0123456789"))
+    return (int(name[-digits:]) if digits else -1, name)
 
 
 def _distribute_innermost_point_loop(
