@@ -341,3 +341,42 @@ def test_cuda_kernels_give_back_torch_tensors_and_the_out_given(operands: Any) -
     out = torch.zeros(33, 20, device="cuda")
     assert mm_gpu(ta, tb, out=out) is out
     np.testing.assert_allclose(out.cpu().numpy(), a @ b, rtol=RTOL)
+
+
+ALIASED_C = """
+void through_local(int n, const double *x, double *y) {
+  double *p = y;
+  for (int i = 0; i < n; i++) p[i] = 2 * x[i];
+}
+"""
+
+
+def test_c_stores_through_a_local_pointer_count_for_its_array() -> None:
+    """A store through a local pointer to a parameter's memory is a store into that parameter:
+    a read-only array is refused there, and taken where the function only reads; the results
+    are what gcc -O2's build writes."""
+    fn = compile_c(ALIASED_C, "through_local")
+    frozen = np.arange(4.0)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="argument 'y' of through_local\\(\\) is read-only"):
+        fn(4, np.arange(4.0), frozen)
+    y, expected = np.zeros(4), np.zeros(4)
+    fn(4, frozen, y)
+    gcc_call(ALIASED_C, "through_local", 4, np.arange(4.0), expected)
+    np.testing.assert_array_equal(y, expected)
+
+
+def gcc_call(source: str, name: str, n: int, *arrays: np.ndarray) -> None:
+    """`name` of `source` built by gcc -O2 as a shared library, called on `arrays`."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "k.c").write_text(source)
+        library = Path(tmp) / "libk.so"
+        subprocess.run(
+            ["gcc", "-O2", "-shared", "-fPIC", "-o", str(library), str(Path(tmp) / "k.c")],
+            check=True,
+        )
+        function = getattr(ctypes.CDLL(str(library)), name)
+        function.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * len(arrays)
+        function(n, *(a.ctypes.data for a in arrays))

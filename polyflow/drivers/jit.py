@@ -23,6 +23,7 @@ from polyflow.frontend.c import (
     CModule,
     FileScope,
 )
+from polyflow.frontend.c_analysis import walk
 from polyflow.frontend.c_scope import flatten_initializer
 from polyflow.frontend.c_struct_params import stored_arrays
 from polyflow.frontend.c_types import Array, Scalar, Unsupported, Void
@@ -131,7 +132,7 @@ class CompiledFunction:
         from pycparser import c_generator
 
         from polyflow.display import KernelView
-        from polyflow.frontend.c_analysis import is_statement_wrapper, walk
+        from polyflow.frontend.c_analysis import is_statement_wrapper
 
         fn, generator = self.signature, c_generator.CGenerator()
         if fn.node.decl.name == fn.name and not fn.unpacked:
@@ -287,11 +288,28 @@ def _scalar_value(fname: str, pname: str, ptype: Scalar, arg: Any) -> int | floa
 
 
 def _stored_parameters(fn: CFunction) -> frozenset[str] | bool:
-    """The array parameters `fn`'s body may store into; True when a store's target is not a
-    named array (any parameter may then be written)."""
+    """The array parameters `fn`'s body may store into; True (any of them) when that is not
+    plain: a store whose target is no named array, one into a local pointer or array (it may
+    point into a parameter's memory), or a pointer parameter assigned (it may then point
+    into another's)."""
+    if fn.shadows or fn.unpacked or fn.node.decl.name != fn.name:
+        return True  # a gradient's or an unpacked interface: not the body's own parameters
     body = getattr(fn.node, "body", None)
     stored = None if body is None else stored_arrays(body)
-    return True if stored is None else frozenset(stored)
+    if stored is None:
+        return True
+    arrays = {name for name, ptype in fn.params if isinstance(ptype, Array)} | set(fn.globals)
+    bases = {name.split("->")[0].split(".")[0] for name in stored}
+    if bases - arrays:
+        return True
+    for node in walk(body):
+        if (
+            isinstance(node, c_ast.Assignment)
+            and isinstance(node.lvalue, c_ast.ID)
+            and node.lvalue.name in arrays
+        ):
+            return True
+    return frozenset(bases)
 
 
 def _check_array(
