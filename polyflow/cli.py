@@ -483,7 +483,7 @@ def _tc(args: argparse.Namespace) -> int:
     import numpy as np
 
     from polyflow import tc
-    from polyflow.drivers.sources import read_text_file
+    from polyflow.source_input import read_text_file
 
     path = Path(args.source)
     source = read_text_file(path)

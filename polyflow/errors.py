@@ -76,22 +76,6 @@ class GpuUnavailable(RuntimeError):
     which, and that `fn.emulate(...)` runs the same kernels on the CPU."""
 
 
-def source_text(data: str | bytes, filename: str) -> str:
-    """Source text given as `str`, or as `bytes` of UTF-8 text; CompileError (at `filename`)
-    for anything else, e.g. a binary file."""
-    if isinstance(data, str):
-        return data
-    if not isinstance(data, bytes | bytearray):
-        raise TypeError(f"source must be str or bytes, not {type(data).__name__}")
-    try:
-        return bytes(data).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CompileError(  # no line: it would print binary data
-            f"not a text file: byte 0x{data[exc.start]:02x} at offset {exc.start} is not UTF-8",
-            file=filename,
-        ) from None
-
-
 def _read_line(file: str, line: int) -> str | None:
     try:
         lines = Path(file).read_text(errors="replace").splitlines()

@@ -43,9 +43,10 @@ from typing import Any, Literal, get_args
 
 import httpx
 
-from polyflow.errors import CompileError, source_text
+from polyflow.errors import CompileError
 from polyflow.options import Options, PipelineStage
 from polyflow.report import CompileReport, ReportViews
+from polyflow.source_input import given_c_source, source_text
 from polyflow.version import __version__
 
 __all__ = [
@@ -578,7 +579,7 @@ class Client:
         those a local compile keeps); `explore`: also what the web explorer shows (`explore`:
         per-loop badges, stages with source positions, dependences), and keep the request so
         that `result(key)` and the explorer's share link `/#key=...` find it."""
-        text, filename = _c_source(source, path)
+        text, filename, _ = given_c_source(source, path)  # no directory: the service has none
         sent = _options_fields(options, fields, target=target)
         if grad is not None and grad is not False:
             if grad is True and entry is None:
@@ -752,7 +753,7 @@ class Client:
                 if response.status_code not in RETRY_STATUSES:
                     raise _error(self, response, request_id, source=source, file=file)
                 status, retry_after = response.status_code, response.headers.get("retry-after")
-                reason, failure = f"{status}: {_detailsource_text(response)}", None
+                reason, failure = f"{status}: {_detail_text(response)}", None
             if attempt >= self.retries:
                 tries = f"{attempt + 1} tr{'y' if attempt == 0 else 'ies'}"
                 spent = time.monotonic() - started
@@ -867,7 +868,7 @@ def _detail(response: httpx.Response) -> Any:
     return body.get("detail", body) if isinstance(body, dict) else body
 
 
-def _detailsource_text(response: httpx.Response) -> str:
+def _detail_text(response: httpx.Response) -> str:
     detail = _detail(response)
     return detail if isinstance(detail, str) else repr(detail)
 
@@ -914,30 +915,6 @@ def _rename_file(answer: dict[str, Any], old: str, new: str) -> None:
     for record in records:
         if isinstance(record, dict) and record.get("file") == old:
             record["file"] = new
-
-
-def _c_source(
-    source: str | bytes | os.PathLike[str] | None, path: str | os.PathLike[str] | None
-) -> tuple[str, str]:
-    """(text, file name) of C handed in as the local `compile_c` takes it: text, or a file."""
-    if (source is None) == (path is None):
-        raise TypeError("give the C source text, or a file with path=, not both")
-    if path is None and isinstance(source, os.PathLike):
-        path = source
-    if path is not None:
-        if not isinstance(path, str | os.PathLike):
-            raise TypeError(f"path must be a str or a Path, not {type(path).__name__}")
-        try:
-            data = Path(path).read_bytes()
-        except OSError as exc:
-            raise CompileError(f"cannot read '{path}': {exc.strerror}", file=str(path)) from None
-        text, filename = source_text(data, str(path)), str(path)
-    else:
-        assert source is not None and not isinstance(source, os.PathLike)
-        text, filename = source_text(source, "<input>"), "<input>"
-    if not text.strip():
-        raise CompileError("the source is empty", file=filename)
-    return text, filename
 
 
 def _options_fields(

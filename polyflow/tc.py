@@ -39,7 +39,7 @@ from polyflow.arrays import (
     new_output,
     result_library,
 )
-from polyflow.errors import CompileError, source_text
+from polyflow.errors import CompileError
 from polyflow.frontend.tc import syntax as ast
 from polyflow.frontend.tc.checks import CheckedComprehension, CheckedDefinition
 from polyflow.frontend.tc.parser import parse
@@ -51,6 +51,7 @@ from polyflow.frontend.tc.ranges import (
 )
 from polyflow.options import TC_DEFAULTS, Options
 from polyflow.report import CompileReport, Remark
+from polyflow.source_input import source_text
 from polyflow.storage.tuning import Tuning, TuningKey, tc_tuning_key, tuning_note, with_tuning
 
 __all__ = ["TcFunction", "TcGradient", "define", "definition_names"]

@@ -24,7 +24,7 @@ from polyflow.drivers.c_splice import (
 )
 from polyflow.drivers.compile import Compiled, compile_module
 from polyflow.drivers.objects import openmp_link_flags
-from polyflow.drivers.sources import c_module, check_gradients, read_c_file
+from polyflow.drivers.sources import c_module, check_gradients
 from polyflow.errors import CompileError, SourcePosition
 from polyflow.frontend.c import CFunction, CModule, defined_in_unit
 from polyflow.frontend.c_analysis import is_statement_wrapper, walk
@@ -35,6 +35,7 @@ from polyflow.options import EmitStage, Options
 from polyflow.pipeline import stage_text
 from polyflow.raising.report import RaiseReport
 from polyflow.report import CompileReport, Json, Remark, ReportViews
+from polyflow.source_input import read_c_file
 from polyflow.storage.cache import CompileCache, default_cache
 from polyflow.storage.tuning import c_tuning_key_of, tuning_note, with_tuning
 from polyflow.toolchain import openmp_library_dir

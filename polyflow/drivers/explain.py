@@ -12,11 +12,11 @@ from pathlib import Path
 from pycparser import c_ast
 
 from polyflow.drivers.build import build_program
-from polyflow.drivers.sources import read_c_file
 from polyflow.frontend.c_analysis import is_statement_wrapper, walk
 from polyflow.frontend.c_parse import parse_c
 from polyflow.options import Options
 from polyflow.report import Remark
+from polyflow.source_input import read_c_file
 
 _LOOPS = (c_ast.For, c_ast.While, c_ast.DoWhile)
 

@@ -15,7 +15,7 @@ from pycparser import c_ast
 
 from polyflow.arrays import contiguous, describe, host_view, library_of
 from polyflow.drivers.compile import Compiled, compile_module
-from polyflow.drivers.sources import c_module, check_gradients, given_c_source
+from polyflow.drivers.sources import c_module, check_gradients
 from polyflow.errors import CompileError
 from polyflow.frontend.c import (
     CFunction,
@@ -31,6 +31,7 @@ from polyflow.ir.names import CABI_PREFIX
 from polyflow.lowering.llvm_dialect import has_parallel_loops
 from polyflow.options import Options
 from polyflow.report import CompileReport, Remark
+from polyflow.source_input import given_c_source
 from polyflow.storage.cache import CompileCache
 from polyflow.storage.tuning import c_tuning_key_of, tuning_note, with_tuning
 from polyflow.toolchain import openmp_library_dir

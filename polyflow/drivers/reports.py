@@ -8,10 +8,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from polyflow.drivers.sources import c_module, given_c_source
+from polyflow.drivers.sources import c_module
 from polyflow.options import Options
 from polyflow.raising import raise_to_affine
 from polyflow.raising.report import RaiseReport
+from polyflow.source_input import given_c_source
 
 
 def raise_report(
