@@ -148,11 +148,14 @@ class DaskExecutor:
                 stranded = list(self._pending.items())
                 self._pending.clear()
             message = f"no Dask worker for {waited:.0f} s: the job was not run"
-            for task, done in stranded:
-                with contextlib.suppress(Exception):
-                    task.cancel()
+            # the reason first: cancelling runs the task's done callback, which would
+            # otherwise report a bare "cancelled" before this could say why
+            for _task, done in stranded:
                 with contextlib.suppress(concurrent.futures.InvalidStateError):
                     done.set_result(JobResult("failed", message=message))
+            for task, _done in stranded:
+                with contextlib.suppress(Exception):
+                    task.cancel()
 
     def refresh_slots(self) -> int:
         """The cluster's worker threads now (at least `min_slots`); the count so far while the
