@@ -173,6 +173,14 @@ class Options(BaseModel):
         "is a plain sweep the vectorizer takes (jacobi-2d's two statements, fdtd-2d's three)",
         json_schema_extra=_POLYHEDRAL,
     )
+    interleave: bool = Field(
+        default=True,
+        description="where the innermost loop of a band is a recurrence (each iteration waits "
+        "for the one before: seidel-2d, adi's sweeps) and the loop around it gives independent "
+        "rows, run those rows side by side in the innermost loop, skewed where they depend on "
+        "each other, so the core overlaps their chains",
+        json_schema_extra=_POLYHEDRAL,
+    )
     index_split: bool = Field(
         default=True,
         description="cut a loop whose carried dependences all start or end at one iteration "

@@ -365,6 +365,7 @@ def reschedule_function(
                         "wavefront": band.wavefront,
                         "contraction": band.contraction,
                         "distributed": band.distributed,
+                        "interleaved": band.interleaved,
                     },
                 )
     with timer.step("cleanup"):

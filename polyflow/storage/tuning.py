@@ -47,6 +47,7 @@ TUNABLE_FIELDS = frozenset(
         "wavefront",
         "wavefront_block",
         "point_distribution",
+        "interleave",
         "index_split",
         "split",
         "parallel",

@@ -248,6 +248,7 @@ def option_space(base: Options, facts: CompileFacts) -> OptionSpace:
         add("wavefront", True, False)
         add("wavefront_block", 2, 1, 4)
         add("point_distribution", True, False)
+        add("interleave", True, False)
     if "micro-kernel" in facts.remark_kinds:
         add("micro_kernels", True, False)
         add("micro_kernel_rows", 6, 4, 8, 3, 12)
