@@ -521,12 +521,12 @@ def test_bounded_work_sees_through_tile_bounds() -> None:
 # A row loop that upstream's analysis sees carrying A[i - 1] but that claims to be independent
 # (as isl's mark would), around a column loop: only the selection logic is under test here.
 CLAIMED_INDEPENDENT = """
-func.func @f(%A: memref<64x64xf64>) {
+func.func @f(%A: memref<64x8192xf64>) {
   affine.for %i = 1 to 64 {
     affine.for %r = 0 to REPEAT {
-      affine.for %j = 0 to 64 {
-        %v = affine.load %A[%i - 1, %j] : memref<64x64xf64>
-        affine.store %v, %A[%i, %j] : memref<64x64xf64>
+      affine.for %j = 0 to 8192 {
+        %v = affine.load %A[%i - 1, %j] : memref<64x8192xf64>
+        affine.store %v, %A[%i, %j] : memref<64x8192xf64>
       }
     }
   } {polyflow.independent}

@@ -19,12 +19,15 @@ A loop becomes parallel when all of these hold:
   extent, see polyflow/ir/aliasing.py), counting only pairs of one element type;
 - no enclosing loop is parallel (one level of parallelism: inner loops stay sequential), and
   it contains no `affine.parallel` itself;
-- it is not an innermost loop, nor a nest known to run fewer than `MIN_PARALLEL_WORK` innermost
-  iterations whatever its bounds' values (a tile's point loops, `bounded_work`), inside
-  sequential loops that may run more than `MAX_INNER_FORK_JOINS` iterations in all: that would
-  fork and join the threads once per outer iteration for little work (symm's inner reduction
-  ran 1.2 million parallel regions of a few hundred iterations each; lu's tiled code, parallel
-  over 32 rows of a tile of 32 columns, was slower on 2 threads than on 1).
+- it is not an innermost loop inside sequential loops that may run more than
+  `MAX_INNER_FORK_JOINS` iterations in all: that would fork and join the threads once per
+  outer iteration for little work (symm's inner reduction ran 1.2 million parallel regions of
+  a few hundred iterations each);
+- it is not a nest known to run fewer than `MIN_PARALLEL_WORK` innermost iterations whatever
+  its bounds' values (`bounded_work`: a tile's point loops, a loop over a small array), even
+  once: the fork and join cost more than sharing saves (lu's tiled code, parallel over 32 rows
+  of a tile of 32 columns, was slower on 2 threads than on 1; so were trisolv and ludcmp, whose
+  only parallel loops copy a vector of 2000 doubles).
 
 A loop that fails a condition stays an `affine.for` and its inner loops are considered in turn.
 A reduction becomes `affine.parallel ... reduce ("addf")` whose body yields the iteration's
@@ -590,7 +593,7 @@ def _choose(
         if not inner_loops and _too_many_fork_joins(loop, fn):
             continue
         work = bounded_work(loop)
-        if work is not None and work < MIN_PARALLEL_WORK and _too_many_fork_joins(loop, fn):
+        if work is not None and work < MIN_PARALLEL_WORK:
             continue  # a tile's point loops under tile loops: lu forked 60 000 times for 32²
         reductions = loop_reductions(loop, floats=floats, ints=ints)
         if reductions is None or _aliasing_conflict(loop, fn):
