@@ -629,7 +629,7 @@ def _print_report(report: BuildReport, remarks: bool) -> None:
             print(f"note: {note}", file=sys.stderr)
         facts = [
             remark
-            for stage in ("grad", "schedule", "gpu")
+            for stage in ("grad", "schedule", "gpu", "lowering")
             for remark in report.report.select(stage=stage, severity="remark")
         ]
         if facts:

@@ -18,6 +18,7 @@ from polyflow.ir.names import gradient_name
 from polyflow.ir.remarks import attach_remarks, take_remarks
 from polyflow.lowering.llvm_dialect import lower_to_llvm_dialect
 from polyflow.lowering.llvm_ir import (
+    VectorizedLoop,
     optimize_llvm_ir,
     translate_to_llvm_ir,
     with_compile_directory,
@@ -193,8 +194,55 @@ def run_pipeline(
     llvm_ir = translate_to_llvm_ir(module)
     if options.debug_info:
         llvm_ir = with_compile_directory(llvm_ir, os.getcwd())
-    result.llvm_ir = optimize_llvm_ir(llvm_ir, options)
+    vectorized: list[VectorizedLoop] = []
+    result.llvm_ir = optimize_llvm_ir(llvm_ir, options, vectorized)
+    report.remarks += vector_loop_remarks(vectorized)
     report.timings["llvm"] = time.perf_counter() - start
     if "llvm" in keep:
         result.stages["llvm"] = result.llvm_ir
     return result
+
+
+def vector_loop_remarks(loops: list[VectorizedLoop]) -> list[Remark]:
+    """One remark per C function with the loops LLVM vectorized in it (the function's OpenMP
+    bodies and interface wrapper count as the function): how many at each vector width and
+    interleave count, and where, when the IR had line tables (-g)."""
+    by_function: dict[str, list[VectorizedLoop]] = {}
+    for loop in loops:
+        name = loop.function.removeprefix("__polyflow_").split(".", 1)[0]
+        by_function.setdefault(name, []).append(loop)
+    out: list[Remark] = []
+    for name, found in by_function.items():
+        shapes: dict[tuple[int, int], list[VectorizedLoop]] = {}
+        for loop in found:
+            shapes.setdefault((loop.width, loop.interleave), []).append(loop)
+        parts = []
+        for (width, count), same in sorted(shapes.items(), reverse=True):
+            part = f"width {width}{f' unrolled x{count}' if count > 1 else ''}: "
+            part += f"{len(same)} loop{'s' if len(same) != 1 else ''}"
+            lines = sorted({(loop.line, loop.column) for loop in same if loop.line > 0})
+            if lines:
+                part += f" (at {', '.join(f'{line}:{column}' for line, column in lines)})"
+            parts.append(part)
+        out.append(
+            Remark(
+                "lowering",
+                "vectorized",
+                "remark",
+                "loops vectorized by LLVM, " + "; ".join(parts),
+                name,
+                data={
+                    "loops": [
+                        {
+                            "width": loop.width,
+                            "interleave": loop.interleave,
+                            "line": loop.line,
+                            "column": loop.column,
+                        }
+                        for loop in found
+                    ]
+                },
+            )
+        )
+    return out
+

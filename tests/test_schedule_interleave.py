@@ -136,6 +136,7 @@ def test_the_report_says_a_tiled_recurrence_was_interleaved(tmp_path: Path) -> N
         messages = [r.message for r in built.report.remarks if r.kind == "tiled"]
         assert any("recurrences interleaved" in m for m in messages) is interleave
     assert bands[True]["interleaved"] is True and bands[False]["interleaved"] is False
+    assert bands[True]["skewed"] is True  # time tiled: the report says so
     # the rows whose chains run side by side: two tiles' worth
     assert bands[True]["sizes"] == [32, 64, 32] and bands[False]["sizes"] == [32, 32, 32]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from mlir import ir
@@ -45,12 +46,68 @@ def _cpu_flags(options: Options) -> list[str]:
     return triple + ([f"-mcpu={options.march}"] if options.march else [])
 
 
-def optimize_llvm_ir(text: str, options: Options) -> str:
-    """Run LLVM's `opt` at the level the options ask for (O3 unless opt_level is 0)."""
+@dataclass(frozen=True)
+class VectorizedLoop:
+    """A loop LLVM's loop vectorizer vectorized: the function it is in (LLVM's name), its
+    vector width and interleave count, and its C position where the IR has line tables."""
+
+    function: str
+    width: int
+    interleave: int
+    line: int = 0
+    column: int = 0
+    file: str = ""
+
+
+def optimize_llvm_ir(
+    text: str, options: Options, vectorized: list[VectorizedLoop] | None = None
+) -> str:
+    """Run LLVM's `opt` at the level the options ask for (O3 unless opt_level is 0); the loops
+    it vectorizes are appended to `vectorized`, when given."""
     level = "-O0" if options.opt_level == 0 else "-O3"
-    return _run(
-        [str(llvm_bin("opt")), level, *_cpu_flags(options), *_OPT_FLAGS, "-S", "-", "-o", "-"], text
-    )
+    command = [str(llvm_bin("opt")), level, *_cpu_flags(options), *_OPT_FLAGS, "-S", "-", "-o", "-"]
+    if vectorized is None or options.opt_level == 0:
+        return _run(command, text)
+    with tempfile.TemporaryDirectory(prefix="polyflow-") as tmp:
+        remarks = Path(tmp) / "remarks.yaml"
+        out = _run(
+            [*command, f"-pass-remarks-output={remarks}", "-pass-remarks-filter=loop-vectorize"],
+            text,
+        )
+        if remarks.exists():
+            vectorized += vectorized_loops(remarks.read_text())
+    return out
+
+
+_DOCUMENT = re.compile(r"^--- !(\w+)\n(.*?)^\.\.\.$", re.M | re.S)
+_FIELD = re.compile(r"^(Pass|Name|Function):\s+(.*)$", re.M)
+_DEBUG_LOC = re.compile(r"DebugLoc:\s+\{\s*File:\s*'?([^',]*)'?,\s*Line:\s*(\d+),\s*Column:\s*(\d+)")
+_ARG = re.compile(r"-\s+(VectorizationFactor|InterleaveCount):\s+'?(\d+)")
+
+
+def vectorized_loops(remarks_yaml: str) -> list[VectorizedLoop]:
+    """The `Vectorized` remarks of an LLVM optimization-remarks YAML file (`opt
+    -pass-remarks-output`) as `VectorizedLoop`s, in the file's order."""
+    found: list[VectorizedLoop] = []
+    for kind, body in _DOCUMENT.findall(remarks_yaml):
+        fields = dict(_FIELD.findall(body))
+        if kind != "Passed" or fields.get("Pass") != "loop-vectorize":
+            continue
+        if fields.get("Name") != "Vectorized":
+            continue
+        args = dict(_ARG.findall(body))
+        where = _DEBUG_LOC.search(body)
+        found.append(
+            VectorizedLoop(
+                function=fields.get("Function", "").strip("'"),
+                width=int(args.get("VectorizationFactor", "1")),
+                interleave=int(args.get("InterleaveCount", "1")),
+                line=int(where.group(2)) if where else 0,
+                column=int(where.group(3)) if where else 0,
+                file=where.group(1) if where else "",
+            )
+        )
+    return found
 
 
 # Memref row strides are runtime values; LLVM otherwise vectorizes a copy of each loop that

@@ -366,6 +366,7 @@ def reschedule_function(
                         "contraction": band.contraction,
                         "distributed": band.distributed,
                         "interleaved": band.interleaved,
+                        "skewed": band.skewed,
                     },
                 )
     with timer.step("cleanup"):

@@ -65,6 +65,7 @@ from polyflow.ir.names import (
     REDUCTIONS_ATTR,
     WAVEFRONT_ATTR,
 )
+from polyflow.ir.remarks import attach_remarks, remark_at
 
 # arith op → (reduction family, whether the chained value must be its left operand)
 _CHAIN_OPS = {
@@ -252,11 +253,45 @@ def bounded_trip_count(loop: ir.Operation) -> int | None:
     return best
 
 
+def _extent_bound(loop: ir.Operation) -> int | None:
+    """The smallest static extent of an array dimension that `loop`'s body indexes with the
+    loop's own counter (plus a constant): a program within its arrays runs at most that many
+    iterations (trisolv's `for (i = 0; i < n; i++) x[i] = b[i]` with x of 2000 doubles). None
+    when no access says. A cost estimate, never a correctness argument."""
+    counter = loop.regions[0].blocks[0].arguments[0]
+    best: int | None = None
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal best
+        if op.name not in ("affine.load", "affine.store"):
+            return ir.WalkResult.ADVANCE
+        first = 0 if op.name == "affine.load" else 1
+        memref_type = ir.MemRefType(op.operands[first].type)
+        indices = list(op.operands)[first + 1 :]
+        access = ir.AffineMapAttr(op.attributes["map"]).value
+        for dim, expr in enumerate(access.results):
+            if isinstance(expr, ir.AffineAddExpr) and isinstance(expr.rhs, ir.AffineConstantExpr):
+                expr = expr.lhs
+            if not isinstance(expr, ir.AffineDimExpr):
+                continue
+            if expr.position >= len(indices) or indices[expr.position] != counter:
+                continue
+            size = memref_type.shape[dim]
+            if not ir.ShapedType.is_dynamic_size(size):
+                best = size if best is None else min(best, size)
+        return ir.WalkResult.ADVANCE
+
+    loop.walk(visit)
+    return best
+
+
 def bounded_work(loop: ir.Operation) -> int | None:
     """An upper bound on the innermost iterations one run of `loop` executes (its bounded trip
     count times the work of the loops in its body, siblings added), None when some loop in it
     has no bounded trip count."""
     trips = bounded_trip_count(loop)  # constant bounds included
+    if trips is None:
+        trips = _extent_bound(loop)
     if trips is None:
         return None
     body = 0
@@ -530,7 +565,12 @@ def memory_parallel_loops(fn: ir.Operation, *, read_only_gathers: bool = False) 
 
 
 def choose_parallel_loops(
-    fn: ir.Operation, *, parallel_reductions: bool, min_trip: int, reassociate: bool = True
+    fn: ir.Operation,
+    *,
+    parallel_reductions: bool,
+    min_trip: int,
+    reassociate: bool = True,
+    kept_sequential: list[tuple[ir.Operation, str]] | None = None,
 ) -> list[tuple[ir.Operation, list[Reduction]]]:
     """The loops of `fn` to make parallel, outermost first, with their reductions (see the
     module docstring); the chosen loops are never nested in each other.
@@ -540,24 +580,43 @@ def choose_parallel_loops(
     that mark: it moves parallelism outwards (gramschmidt's column tiles instead of a row loop
     forked 20 000 times), but does not add it where there was none (lu's and cholesky's column
     tiles, a few per fork at the end of their triangles, ran slower on 2 threads than lu's
-    sequential tiles)."""
+    sequential tiles).
+
+    `kept_sequential`, when given, receives the outermost loops that carry no dependence but
+    stay sequential, each with the reason (too few iterations or too little work to fork for,
+    a reduction that may not be reordered, arrays that may overlap)."""
     loops = list(_loops(fn))
     oracle = memory_parallel_loops(fn)
     if len(oracle) != len(loops):
         raise RuntimeError("the dependence oracle's copy lost track of the loops")
     floats, ints = parallel_reductions and reassociate, parallel_reductions
-    plain = _choose(fn, loops, oracle, trust_isl=False, floats=floats, ints=ints, min_trip=min_trip)
+    rejected: list[tuple[ir.Operation, str]] = []
+    plain = _choose(
+        fn, loops, oracle, trust_isl=False, floats=floats, ints=ints, min_trip=min_trip,
+        rejected=rejected,
+    )
     hoisted = _choose(
         fn, loops, oracle, trust_isl=True, floats=floats, ints=ints, min_trip=min_trip
     )
     independent = {loop for loop, free in zip(loops, oracle, strict=True) if free}
-    return [
+    chosen = [
         (loop, reductions)
         for loop, reductions in hoisted
         if loop in independent
         or WAVEFRONT_ATTR in loop.attributes
         or any(_within(inner, loop) for inner, _ in plain)
     ]
+    if kept_sequential is not None:
+        parallel = [loop for loop, _ in chosen]
+        kept: list[ir.Operation] = []
+        for loop, reason in rejected:  # outermost first, as `_loops` walks
+            if any(loop == p or _within(loop, p) for p in parallel):
+                continue
+            if any(_within(loop, outer) for outer in kept):
+                continue
+            kept.append(loop)
+            kept_sequential.append((loop, reason))
+    return chosen
 
 
 def _choose(
@@ -569,9 +628,16 @@ def _choose(
     floats: bool,
     ints: bool,
     min_trip: int,
+    rejected: list[tuple[ir.Operation, str]] | None = None,
 ) -> list[tuple[ir.Operation, list[Reduction]]]:
     """The outermost loops meeting the module docstring's conditions, with their reductions;
-    with `trust_isl`, isl's `INDEPENDENT_ATTR` stands in for the oracle's verdict."""
+    with `trust_isl`, isl's `INDEPENDENT_ATTR` stands in for the oracle's verdict. `rejected`
+    receives the independent loops left sequential for their cost or their reductions, with
+    the reason."""
+    def reject(loop: ir.Operation, reason: str) -> None:
+        if rejected is not None:
+            rejected.append((loop, reason))
+
     chosen: list[tuple[ir.Operation, list[Reduction]]] = []
     blocked: list[ir.Operation] = []  # chosen loops and existing affine.parallel ops
     for loop, independent in zip(loops, oracle, strict=True):
@@ -584,6 +650,7 @@ def _choose(
             continue
         trip = constant_trip_count(loop)
         if trip is not None and trip < min_trip:
+            reject(loop, f"it runs {trip} iterations, fewer than --min-parallel-trip ({min_trip})")
             continue
         if _touches_else_region(loop, fn):
             continue
@@ -591,12 +658,33 @@ def _choose(
         if any(inner.name == "affine.parallel" for inner in inner_loops):
             continue
         if not inner_loops and _too_many_fork_joins(loop, fn):
+            reject(
+                loop,
+                "an innermost loop inside sequential loops of more than "
+                f"{MAX_INNER_FORK_JOINS} iterations: it would fork and join the threads "
+                "on each",
+            )
             continue
         work = bounded_work(loop)
         if work is not None and work < MIN_PARALLEL_WORK:
-            continue  # a tile's point loops under tile loops: lu forked 60 000 times for 32²
+            # a tile's point loops under tile loops: lu forked 60 000 times for 32²
+            reject(
+                loop,
+                f"its nest runs at most {work} innermost iterations, fewer than the "
+                f"{MIN_PARALLEL_WORK} it takes to pay for forking and joining the threads",
+            )
+            continue
         reductions = loop_reductions(loop, floats=floats, ints=ints)
-        if reductions is None or _aliasing_conflict(loop, fn):
+        if reductions is None:
+            reject(
+                loop,
+                "it carries a value from one iteration to the next that is not a reduction "
+                "it may reorder (a floating-point sum runs in parallel only with "
+                "-fassociative-math or -ffast-math)",
+            )
+            continue
+        if _aliasing_conflict(loop, fn):
+            reject(loop, "two arrays it writes and reads may overlap")
             continue
         chosen.append((loop, reductions))
         blocked.append(loop)
@@ -690,11 +778,27 @@ def parallelize(
     (with `parallel_reductions`) and the sequential loops' ones are reassociated
     (`allow_reassociation`). Returns how many loops were made parallel."""
     with fn.location:  # the default for what the builders create without `loc=` (blocks)
+        kept: list[tuple[ir.Operation, str]] = []
         chosen = choose_parallel_loops(
             fn,
             parallel_reductions=parallel_reductions,
             min_trip=min_trip,
             reassociate=reassociate,
+            kept_sequential=kept,
+        )
+        attach_remarks(
+            fn,
+            [
+                remark_at(
+                    loop.location,
+                    "schedule",
+                    "sequential-loop",
+                    "remark",
+                    f"loop kept sequential although it carries no dependence: {reason}",
+                    {"reason": reason},
+                )
+                for loop, reason in kept
+            ],
         )
         for loop, reductions in chosen:
             make_parallel(loop, reductions)

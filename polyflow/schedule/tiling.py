@@ -147,11 +147,14 @@ class TiledBand:
     distributed: bool = False
     # the innermost point loop walks independent chains (`interleave_recurrence`)
     interleaved: bool = False
+    # a skewed band: the time loop of a stencil tiled with the space loops
+    skewed: bool = False
 
     def describe(self) -> str:
         extras = [
             name
             for name, on in (
+                ("time tiled, skewed", self.skewed),
                 ("two levels", self.second_level),
                 ("wavefront", self.wavefront),
                 ("contraction sizes", self.contraction),
@@ -266,7 +269,9 @@ def _tile_subtree(
             wavefront = (
                 options.parallel and options.wavefront and skewed and validity is not None
             )
-            band = TiledBand(sizes, options.tile_second_level, wavefront, roles is not None)
+            band = TiledBand(
+                sizes, options.tile_second_level, wavefront, roles is not None, skewed=skewed
+            )
             node = node.band_tile(_multi_val(node, sizes))
             if roles is not None:
                 # Column tiles outermost: they are many (rows come in few large tiles), so the
