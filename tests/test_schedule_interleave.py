@@ -94,6 +94,31 @@ int main(void) {
 """
 
 
+# syrk: C[i][j] sums a dot product of rows i and j of A in C's order along k, a chain per
+# element; the rows j are independent, so their chains run side by side in a point tile.
+SYRK = """// polyflow: compiled=syrk
+#include <stdio.h>
+#define N 400
+#define M 300
+static double A[N][M], C[N][N];
+static void syrk(int n, int m) {
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j <= i; j++)
+      for (int k = 0; k < m; k++) C[i][j] += 1.5 * A[i][k] * A[j][k];
+}
+int main(void) {
+  for (int i = 0; i < N; i++) {
+    for (int k = 0; k < M; k++) A[i][k] = (double)((i * k + 1) % 17) / 7.0;
+    for (int j = 0; j < N; j++) C[i][j] = (double)((i + j) % 5);
+  }
+  syrk(SIZE, M);
+  for (int i = 0; i < N; i++)
+    for (int j = i % 4; j < N; j += 4) printf("%.17g\\n", C[i][j]);
+  return 0;
+}
+"""
+
+
 def _tiled(built: object) -> list[dict[str, object]]:
     report = built.report  # type: ignore[attr-defined]
     return [dict(r.data) for r in report.remarks if r.kind == "tiled"]
@@ -109,6 +134,9 @@ def _tiled(built: object) -> list[dict[str, object]]:
         ("solves_odd", ROW_SOLVES.replace("STEPS", "3").replace("SIZE", "N"), None),
         ("solves_small", ROW_SOLVES.replace("STEPS", "2").replace("SIZE", "11"), None),
         ("solves_tiled", ROW_SOLVES.replace("STEPS", "3").replace("SIZE", "N"), (5, 7)),
+        ("syrk", SYRK.replace("SIZE", "N"), None),
+        ("syrk_odd_tiles", SYRK.replace("SIZE", "N"), (5, 7, 9)),
+        ("syrk_small", SYRK.replace("SIZE", "13"), None),
     ],
 )
 def test_interleaved_recurrences_print_gccs_digits(
@@ -197,3 +225,21 @@ def test_reductions_are_not_interleaved(tmp_path: Path) -> None:
     off = _schedule_text(src, tmp_path / "off.txt", interleave=False)
     assert on == off
     check_program_against_gcc(src, tmp_path / "run", Options(opt_level=3))
+
+
+def test_sums_in_c_order_are_interleaved_only_without_reassociation(tmp_path: Path) -> None:
+    """A float sum kept in C's order is a chain no vectorizer takes: its rows are interleaved.
+    With -ffast-math LLVM vectorizes it instead, and the band is left as it was."""
+    src = tmp_path / "syrk.c"
+    src.write_text(SYRK.replace("SIZE", "N"))
+    interleaved = {}
+    for fast in (False, True):
+        built = polyflow.build_program(
+            src,
+            tmp_path / f"syrk-{fast}.mlir",
+            options=Options(opt_level=3, fast_math=fast),
+            emit="affine-opt",
+        )
+        interleaved[fast] = any(band["interleaved"] for band in _tiled(built))
+    assert interleaved == {False: True, True: False}
+

@@ -941,7 +941,8 @@ def _marks(schedule: isl.Schedule) -> list[str]:
 
 def test_stencil_tiles_become_a_wavefront_of_blocks_with_a_parallel_second_loop() -> None:
     scop, deps, schedule = schedule_for("seidel-2d")
-    options = Options(parallel=True)  # wavefronts are on by default
+    # wavefronts are on by default; interleave off keeps cubic tiles (test_schedule_interleave)
+    options = Options(parallel=True, interleave=False)
     result = tile_schedule(
         schedule, options=options, accesses=access_maps(scop), validity=deps.validity
     )

@@ -70,7 +70,7 @@ def test_the_command_line_takes_gccs_spellings() -> None:
 
 
 PARALLEL = """#include <stdio.h>
-#define N 4000
+#define N 40000  /* more than MIN_PARALLEL_WORK: a smaller loop does not fork */
 double A[N], B[N];
 void kernel(double a[N], double b[N]) { for (int i = 0; i < N; i++) a[i] = b[i] * 2.0 + 1.0; }
 int main(void) {

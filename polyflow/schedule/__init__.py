@@ -447,6 +447,7 @@ def _fused_and_tiled(
                 array_shapes=scop.arrays,
                 element_bytes=_element_bytes(region),
                 tiled=tiles,
+                float_arrays=_float_arrays(region),
             )
             if check_schedule_legal(tiled, deps.validity):
                 return tiled
@@ -458,6 +459,15 @@ def _fused_and_tiled(
     # tiling permutable bands is legal by construction: a bug, say so
     notes.append(f"{where}: the tiled schedule violates a dependence; untiled")
     return schedule
+
+
+def _float_arrays(region: ScopRegion) -> frozenset[str]:
+    """The scop's arrays of floating-point elements."""
+    return frozenset(
+        name
+        for name, array in region.arrays.items()
+        if isinstance(ir.MemRefType(array.type).element_type, ir.FloatType)
+    )
 
 
 def _element_bytes(region: ScopRegion) -> int:

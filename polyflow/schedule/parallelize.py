@@ -571,6 +571,7 @@ def choose_parallel_loops(
     min_trip: int,
     reassociate: bool = True,
     kept_sequential: list[tuple[ir.Operation, str]] | None = None,
+    min_work: int = MIN_PARALLEL_WORK,
 ) -> list[tuple[ir.Operation, list[Reduction]]]:
     """The loops of `fn` to make parallel, outermost first, with their reductions (see the
     module docstring); the chosen loops are never nested in each other.
@@ -593,10 +594,11 @@ def choose_parallel_loops(
     rejected: list[tuple[ir.Operation, str]] = []
     plain = _choose(
         fn, loops, oracle, trust_isl=False, floats=floats, ints=ints, min_trip=min_trip,
-        rejected=rejected,
+        rejected=rejected, min_work=min_work,
     )
     hoisted = _choose(
-        fn, loops, oracle, trust_isl=True, floats=floats, ints=ints, min_trip=min_trip
+        fn, loops, oracle, trust_isl=True, floats=floats, ints=ints, min_trip=min_trip,
+        min_work=min_work,
     )
     independent = {loop for loop, free in zip(loops, oracle, strict=True) if free}
     chosen = [
@@ -629,6 +631,7 @@ def _choose(
     ints: bool,
     min_trip: int,
     rejected: list[tuple[ir.Operation, str]] | None = None,
+    min_work: int = MIN_PARALLEL_WORK,
 ) -> list[tuple[ir.Operation, list[Reduction]]]:
     """The outermost loops meeting the module docstring's conditions, with their reductions;
     with `trust_isl`, isl's `INDEPENDENT_ATTR` stands in for the oracle's verdict. `rejected`
@@ -666,12 +669,14 @@ def _choose(
             )
             continue
         work = bounded_work(loop)
-        if work is not None and work < MIN_PARALLEL_WORK:
+        if work is not None and (
+            work < min_work or (work < MIN_PARALLEL_WORK and _too_many_fork_joins(loop, fn))
+        ):
             # a tile's point loops under tile loops: lu forked 60 000 times for 32²
             reject(
                 loop,
-                f"its nest runs at most {work} innermost iterations, fewer than the "
-                f"{MIN_PARALLEL_WORK} it takes to pay for forking and joining the threads",
+                f"its nest runs at most {work} innermost iterations: too little work to pay "
+                "for forking and joining the threads",
             )
             continue
         reductions = loop_reductions(loop, floats=floats, ints=ints)
@@ -772,6 +777,7 @@ def parallelize(
     parallel_reductions: bool = True,
     reassociate: bool = False,
     min_trip: int = 8,
+    min_work: int = MIN_PARALLEL_WORK,
 ) -> int:
     """Make the parallel loops of function `fn` `affine.parallel` (see the module docstring);
     with `reassociate` (-fassociative-math), floating-point reductions may run in parallel
@@ -785,6 +791,7 @@ def parallelize(
             min_trip=min_trip,
             reassociate=reassociate,
             kept_sequential=kept,
+            min_work=min_work,
         )
         attach_remarks(
             fn,
@@ -933,6 +940,7 @@ class ScheduleParallelize:
     parallel_reductions: bool = True
     reassociate: bool = False
     min_trip: int = 8
+    min_work: int = MIN_PARALLEL_WORK
 
     def __call__(self, op: ir.Operation, pass_: Any) -> None:
         try:
@@ -941,6 +949,7 @@ class ScheduleParallelize:
                 parallel_reductions=self.parallel_reductions,
                 reassociate=self.reassociate,
                 min_trip=self.min_trip,
+                min_work=self.min_work,
             )
         except Exception as exc:  # a bug here must fail the pass, not the process
             op.location.emit_error(f"schedule-parallelize: {type(exc).__name__}: {exc}")

@@ -1,10 +1,13 @@
 // schedule-parallelize: affine.for without loop-carried dependences → affine.parallel, outermost
 // first, never nested; reductions → reduce; small or aliasing loops stay sequential.
-// RUN: polyflow-opt --pass 'schedule-parallelize{reassociate=true}' %s | filecheck %s
-// RUN: polyflow-opt --pass 'schedule-parallelize' %s | filecheck %s --check-prefix=STRICT
-// RUN: polyflow-opt --pass 'schedule-parallelize{parallel_reductions=false}' %s | filecheck %s --check-prefix=NORED
-// RUN: polyflow-opt --pass 'schedule-parallelize{min_trip=2}' %s | filecheck %s --check-prefix=TRIP2
-// RUN: polyflow-opt --pass 'schedule-parallelize,schedule-parallelize' %s | filecheck %s --check-prefix=TWICE
+// RUN: polyflow-opt --pass 'schedule-parallelize{reassociate=true min_work=0}' %s | filecheck %s
+// RUN: polyflow-opt --pass 'schedule-parallelize{min_work=0}' %s | filecheck %s --check-prefix=STRICT
+// RUN: polyflow-opt --pass 'schedule-parallelize{parallel_reductions=false min_work=0}' %s | filecheck %s --check-prefix=NORED
+// RUN: polyflow-opt --pass 'schedule-parallelize{min_trip=2 min_work=0}' %s | filecheck %s --check-prefix=TRIP2
+// RUN: polyflow-opt --pass 'schedule-parallelize{min_work=0},schedule-parallelize{min_work=0}' %s | filecheck %s --check-prefix=TWICE
+// RUN: polyflow-opt --pass 'schedule-parallelize{reassociate=true}' %s | filecheck %s --check-prefix=SMALL
+// min_work=0: the loops here are small, and a nest of fewer than MIN_PARALLEL_WORK innermost
+// iterations stays sequential by default (SMALL).
 
 // The outer loop is parallel; the inner ones stay sequential (one level of parallelism).
 // CHECK-LABEL: func.func @outer
@@ -68,6 +71,10 @@ func.func @outer(%n: index, %C: memref<?x64xf64>, %A: memref<?x64xf64>, %B: memr
 // STRICT:      affine.for {{.*}} iter_args
 // STRICT-NOT:  reassoc
 // STRICT:      return
+// SMALL-LABEL: func.func @sum
+// SMALL-NOT:  affine.parallel
+// SMALL:      affine.for {{.*}} iter_args
+// SMALL:      return
 func.func @sum(%A: memref<100xf64>, %out: memref<1xf64>) {
   %init = affine.load %out[0] : memref<1xf64>
   %r = affine.for %i = 0 to 100 iter_args(%acc = %init) -> (f64) {
