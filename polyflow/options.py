@@ -297,6 +297,13 @@ class Options(BaseModel):
         description="do not parallelize loops known to run fewer iterations than this",
         json_schema_extra=_POLYHEDRAL,
     )
+    min_parallel_work: int = Field(
+        default=8192,  # schedule/parallelize.py's MIN_PARALLEL_WORK
+        ge=0,
+        description="do not parallelize a loop nest known to run fewer innermost iterations "
+        "than this in all (forking and joining the threads would cost more)",
+        json_schema_extra=_POLYHEDRAL,
+    )
     tuned: bool = Field(
         default=True,
         description="use the options `polyflow tune` found best for this kernel on this machine, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from mlir import ir
@@ -13,7 +13,9 @@ from polyflow import autodiff as _autodiff
 from polyflow import gpu_map as _gpu_mapping
 from polyflow import raising as _raising
 from polyflow import schedule as _scheduling
+from polyflow.errors import SourcePosition
 from polyflow.gpu_map.emulate import emulate_kernels
+from polyflow.ir.locations import source_position
 from polyflow.ir.names import gradient_name
 from polyflow.ir.remarks import attach_remarks, take_remarks
 from polyflow.lowering.llvm_dialect import lower_to_llvm_dialect
@@ -196,17 +198,37 @@ def run_pipeline(
         llvm_ir = with_compile_directory(llvm_ir, os.getcwd())
     vectorized: list[VectorizedLoop] = []
     result.llvm_ir = optimize_llvm_ir(llvm_ir, options, vectorized)
-    report.remarks += vector_loop_remarks(vectorized)
+    report.remarks += vector_loop_remarks(vectorized, function_positions(module))
     report.timings["llvm"] = time.perf_counter() - start
     if "llvm" in keep:
         result.stages["llvm"] = result.llvm_ir
     return result
 
 
-def vector_loop_remarks(loops: list[VectorizedLoop]) -> list[Remark]:
+def function_positions(module: ir.Module) -> dict[str, SourcePosition]:
+    """The C position of each function of `module` (by the name before its first dot: the
+    raised and fallback copies count as the function), where its location has one."""
+    found: dict[str, SourcePosition] = {}
+    with module.context:
+        for op in module.body.operations:
+            fn = op.operation
+            if "sym_name" not in fn.attributes:
+                continue
+            name = ir.StringAttr(fn.attributes["sym_name"]).value
+            name = name.removeprefix("__polyflow_").split(".", 1)[0]
+            position = source_position(fn.location)
+            if position is not None and position.line > 0:
+                found.setdefault(name, position)
+    return found
+
+
+def vector_loop_remarks(
+    loops: list[VectorizedLoop], positions: Mapping[str, SourcePosition] | None = None
+) -> list[Remark]:
     """One remark per C function with the loops LLVM vectorized in it (the function's OpenMP
-    bodies and interface wrapper count as the function): how many at each vector width and
-    interleave count, and where, when the IR had line tables (-g)."""
+    bodies and interface wrapper count as the function), at the function's position in
+    `positions`: how many at each vector width and interleave count, and where, when the IR
+    had line tables (-g)."""
     by_function: dict[str, list[VectorizedLoop]] = {}
     for loop in loops:
         name = loop.function.removeprefix("__polyflow_").split(".", 1)[0]
@@ -231,6 +253,7 @@ def vector_loop_remarks(loops: list[VectorizedLoop]) -> list[Remark]:
                 "remark",
                 "loops vectorized by LLVM, " + "; ".join(parts),
                 name,
+                (positions or {}).get(name),
                 data={
                     "loops": [
                         {
@@ -245,4 +268,3 @@ def vector_loop_remarks(loops: list[VectorizedLoop]) -> list[Remark]:
             )
         )
     return out
-

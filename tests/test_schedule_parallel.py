@@ -204,8 +204,13 @@ def test_aliasing_pointers_run_sequentially_when_they_overlap(tmp_path: Path) ->
 @pytest.mark.parametrize("kernel", POLYBENCH)
 def test_polybench_mini_at_o3_matches_gcc(kernel: str, tmp_path: Path) -> None:
     flags = [f"-I{HARNESS_DIR}", "-DMINI_DATASET"]
+    # min_parallel_work 0: MINI's loops are too small to fork for; the parallel code is tested
     options = O3.model_copy(
-        update={"include_dirs": (str(HARNESS_DIR),), "defines": ("MINI_DATASET",)}
+        update={
+            "include_dirs": (str(HARNESS_DIR),),
+            "defines": ("MINI_DATASET",),
+            "min_parallel_work": 0,
+        }
     )
     report = _build_and_compare(KERNELS_DIR / f"{kernel}.c", tmp_path, flags, options)
     assert f"kernel_{kernel.replace('-', '_')}" in report.compiled
@@ -261,6 +266,7 @@ def test_wavefronts_of_stencil_tiles_match_gcc(kernel: str, size: str, tmp_path:
             "include_dirs": (str(HARNESS_DIR),),
             "defines": (f"{size}_DATASET",),
             "wavefront": True,
+            "min_parallel_work": 0,  # SMALL's wavefront blocks are below the default
         }
     )
     report = _build_and_compare(KERNELS_DIR / f"{kernel}.c", tmp_path, flags, options)

@@ -151,7 +151,8 @@ def test_the_shared_library_and_header_call_like_the_c_function(
 ) -> None:
     source = (
         "double bias = 0.5;\n"
-        "void axpb(int n, double alpha, double x[200], double y[200]) {\n"
+        # 20000 elements: enough work for the loop to fork (min_parallel_work)
+        "void axpb(int n, double alpha, double x[20000], double y[20000]) {\n"
         "  for (int i = 0; i < n; i++) y[i] = alpha * x[i] + y[i] + bias;\n}\n"
     )
     status, body = server.compile({"language": "c", "source": source, "options": {"opt_level": 3}})
@@ -169,12 +170,12 @@ def test_the_shared_library_and_header_call_like_the_c_function(
     ctypes.CDLL(str(runtime / "libiomp5.so"), mode=ctypes.RTLD_GLOBAL)
     axpb = ctypes.CDLL(str(library)).__polyflow_axpb
     axpb.argtypes = [ctypes.c_int, ctypes.c_double, *[ctypes.c_void_p] * 3]
-    x = np.arange(200.0)
-    y = np.full(200, 2.0)
+    x = np.arange(20000.0)
+    y = np.full(20000, 2.0)
     bias = ctypes.c_double(0.5)  # the file-scope variable, passed by address
-    axpb(150, 3.0, x.ctypes.data, y.ctypes.data, ctypes.addressof(bias))
-    expected = np.full(200, 2.0)
-    expected[:150] = 3.0 * x[:150] + 2.0 + 0.5
+    axpb(15000, 3.0, x.ctypes.data, y.ctypes.data, ctypes.addressof(bias))
+    expected = np.full(20000, 2.0)
+    expected[:15000] = 3.0 * x[:15000] + 2.0 + 0.5
     np.testing.assert_array_equal(y, expected)
 
 

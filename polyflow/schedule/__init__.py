@@ -515,7 +515,7 @@ def _process_function(module: ir.Module, fn: ir.Operation, options: Options) -> 
         element = (
             f"schedule-parallelize{{parallel_reductions={str(options.parallel_reductions).lower()}"
             f" reassociate={str(options.reassociation).lower()}"
-            f" min_trip={options.min_parallel_trip}}}"
+            f" min_trip={options.min_parallel_trip} min_work={options.min_parallel_work}}}"
         )
         if options.target == "cuda":  # the GPU mapping chooses among all parallel loops
             element = "schedule-mark-parallel"

@@ -23,9 +23,9 @@ A loop becomes parallel when all of these hold:
   `MAX_INNER_FORK_JOINS` iterations in all: that would fork and join the threads once per
   outer iteration for little work (symm's inner reduction ran 1.2 million parallel regions of
   a few hundred iterations each);
-- it is not a nest known to run fewer than `MIN_PARALLEL_WORK` innermost iterations whatever
-  its bounds' values (`bounded_work`: a tile's point loops, a loop over a small array), even
-  once: the fork and join cost more than sharing saves (lu's tiled code, parallel over 32 rows
+- it is not a nest known to run fewer than `min_work` innermost iterations (the pass option;
+  `Options.min_parallel_work`, `MIN_PARALLEL_WORK` by default) whatever its bounds' values
+  (`bounded_work`: a tile's point loops, a loop over a small array), even once: the fork and join cost more than sharing saves (lu's tiled code, parallel over 32 rows
   of a tile of 32 columns, was slower on 2 threads than on 1; so were trisolv and ludcmp, whose
   only parallel loops copy a vector of 2000 doubles).
 
@@ -669,9 +669,7 @@ def _choose(
             )
             continue
         work = bounded_work(loop)
-        if work is not None and (
-            work < min_work or (work < MIN_PARALLEL_WORK and _too_many_fork_joins(loop, fn))
-        ):
+        if work is not None and work < min_work:
             # a tile's point loops under tile loops: lu forked 60 000 times for 32²
             reject(
                 loop,
@@ -801,7 +799,7 @@ def parallelize(
                     "schedule",
                     "sequential-loop",
                     "remark",
-                    f"loop kept sequential although it carries no dependence: {reason}",
+                    f"loop could run in parallel but stays sequential: {reason}",
                     {"reason": reason},
                 )
                 for loop, reason in kept

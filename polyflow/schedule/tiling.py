@@ -297,8 +297,10 @@ def _tile_subtree(
                 band = replace(band, distributed=True)
             elif options.interleave and validity is not None and roles is None:
                 if _interleavable(node, validity, strides, sums=True):
-                    node = interleave_recurrence(node, validity, rows=None)
-                    band = replace(band, interleaved=True)
+                    interleaved = interleave_recurrence(node, validity, rows=None)
+                    if interleaved is not node:  # the same node: it would break a dependence
+                        band = replace(band, interleaved=True)
+                    node = interleaved
             tiled.append(band)
             node = node.parent()
             if options.tile_second_level:

@@ -421,10 +421,10 @@ func.func @wavefront_tile_loop_with_call(%n: index, %A: memref<?xf64>) {
 
 // A nest of at most 32x31 iterations whatever the outer loop does (a tile's point loops) inside a
 // long sequential loop stays sequential: a fork and join per outer iteration costs more than it
-// saves. With a loop over %n inside, the work pays for it.
-// CHECK-LABEL: func.func @small_nest_in_long_loop
-// CHECK-NOT:  affine.parallel
-// CHECK:      return
+// saves (checked with the default min_work). With a loop over %n inside, the work pays for it.
+// SMALL-LABEL: func.func @small_nest_in_long_loop
+// SMALL-NOT:  affine.parallel
+// SMALL:      return
 // CHECK-LABEL: func.func @large_nest_in_long_loop
 // CHECK:      affine.for %{{.*}} = 0 to %arg0 {
 // CHECK-NEXT:   affine.parallel (%{{.*}}) = (0) to (32) {
