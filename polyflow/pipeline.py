@@ -16,7 +16,7 @@ from polyflow import schedule as _scheduling
 from polyflow.errors import SourcePosition
 from polyflow.gpu_map.emulate import emulate_kernels
 from polyflow.ir.locations import source_position
-from polyflow.ir.names import gradient_name
+from polyflow.ir.names import CABI_PREFIX, gradient_name
 from polyflow.ir.remarks import attach_remarks, take_remarks
 from polyflow.lowering.llvm_dialect import lower_to_llvm_dialect
 from polyflow.lowering.llvm_ir import (
@@ -205,17 +205,22 @@ def run_pipeline(
     return result
 
 
+def _source_function(symbol: str) -> str:
+    """The C function a compiled symbol belongs to: its C-ABI wrapper, its raised and
+    fallback copies (`f.affine`, `f.scf`) and their OpenMP bodies (`f.affine..omp_par`)."""
+    return symbol.removeprefix(CABI_PREFIX).split(".", 1)[0]
+
+
 def function_positions(module: ir.Module) -> dict[str, SourcePosition]:
-    """The C position of each function of `module` (by the name before its first dot: the
-    raised and fallback copies count as the function), where its location has one."""
+    """The C position of each function of `module` (by `_source_function`), where its
+    location has one."""
     found: dict[str, SourcePosition] = {}
     with module.context:
         for op in module.body.operations:
             fn = op.operation
             if "sym_name" not in fn.attributes:
                 continue
-            name = ir.StringAttr(fn.attributes["sym_name"]).value
-            name = name.removeprefix("__polyflow_").split(".", 1)[0]
+            name = _source_function(ir.StringAttr(fn.attributes["sym_name"]).value)
             position = source_position(fn.location)
             if position is not None and position.line > 0:
                 found.setdefault(name, position)
@@ -231,7 +236,7 @@ def vector_loop_remarks(
     had line tables (-g)."""
     by_function: dict[str, list[VectorizedLoop]] = {}
     for loop in loops:
-        name = loop.function.removeprefix("__polyflow_").split(".", 1)[0]
+        name = _source_function(loop.function)
         by_function.setdefault(name, []).append(loop)
     out: list[Remark] = []
     for name, found in by_function.items():

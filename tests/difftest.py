@@ -183,3 +183,8 @@ def check_program_against_gcc(path: Path, workdir: Path, options: Options) -> No
     actual = run_program(report.output, header.args)
     problems = compare_runs(expected, actual) + compare_report(header, report)
     assert not problems, f"{path.name} (opt_level={options.opt_level}):\n" + "\n".join(problems)
+
+
+def tiled_bands(report: BuildReport) -> list[dict[str, object]]:
+    """The data of each band a build's scheduler tiled (its `tiled` remarks), in order."""
+    return [dict(r.data) for r in report.report.select(kind="tiled")]

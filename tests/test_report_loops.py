@@ -53,10 +53,6 @@ int main(void) {
 """
 
 
-def _remarks(built: object, kind: str) -> list[object]:
-    return [r for r in built.report.remarks if r.kind == kind]  # type: ignore[attr-defined]
-
-
 def test_a_loop_with_too_little_work_stays_sequential_and_the_report_says_why(
     tmp_path: Path,
 ) -> None:
@@ -66,11 +62,11 @@ def test_a_loop_with_too_little_work_stays_sequential_and_the_report_says_why(
         src, tmp_path / "solve.mlir", options=Options(opt_level=3), emit="affine-opt"
     )
     assert "affine.parallel" not in (tmp_path / "solve.mlir").read_text().split("@solve.affine")[-1]
-    kept = [r for r in _remarks(built, "sequential-loop") if r.function == "solve"]  # type: ignore[attr-defined]
-    reasons = [r.data["reason"] for r in kept]  # type: ignore[attr-defined]
+    kept = built.report.select(kind="sequential-loop", function="solve")
+    reasons = [r.data["reason"] for r in kept]
     assert any("at most 2000 innermost iterations" in reason for reason in reasons), reasons
     assert any("fork and join the threads on each" in reason for reason in reasons), reasons
-    assert all(r.position is not None and r.position.line > 0 for r in kept)  # type: ignore[attr-defined]
+    assert all(r.position is not None and r.position.line > 0 for r in kept)
     for threads in (1, 2):
         check_program_against_gcc(src, tmp_path / f"run{threads}", Options(opt_level=3, threads=threads))
 
@@ -84,10 +80,10 @@ def test_the_report_gives_the_vector_width_of_vectorized_loops(tmp_path: Path) -
             tmp_path / f"scale-{debug}",
             options=Options(opt_level=3, march="x86-64-v3", debug_info=debug),
         )
-        (remark,) = [r for r in _remarks(built, "vectorized") if r.function == "scale"]  # type: ignore[attr-defined]
-        loops = remark.data["loops"]  # type: ignore[attr-defined]
+        (remark,) = built.report.select(kind="vectorized", function="scale")
+        loops = remark.data["loops"]
         assert loops and all(loop["width"] in (2, 4) for loop in loops)  # AVX2: 4 doubles
-        assert "width 4" in remark.message  # type: ignore[attr-defined]
+        assert "width 4" in remark.message
         assert any(loop["line"] == 6 for loop in loops) is debug  # the loop's C line with -g
     check_program_against_gcc(src, tmp_path / "run", Options(opt_level=3))
 

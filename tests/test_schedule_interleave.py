@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from difftest import check_program_against_gcc
+from difftest import check_program_against_gcc, tiled_bands
 
 import polyflow
 from polyflow.options import Options
@@ -119,10 +119,6 @@ int main(void) {
 """
 
 
-def _tiled(built: object) -> list[dict[str, object]]:
-    report = built.report  # type: ignore[attr-defined]
-    return [dict(r.data) for r in report.remarks if r.kind == "tiled"]
-
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize(
@@ -160,8 +156,8 @@ def test_the_report_says_a_tiled_recurrence_was_interleaved(tmp_path: Path) -> N
             options=Options(opt_level=3, interleave=interleave),
             emit="affine-opt",
         )
-        (bands[interleave],) = _tiled(built)
-        messages = [r.message for r in built.report.remarks if r.kind == "tiled"]
+        (bands[interleave],) = tiled_bands(built)
+        messages = [r.message for r in built.report.select(kind="tiled")]
         assert any("recurrences interleaved" in m for m in messages) is interleave
     assert bands[True]["interleaved"] is True and bands[False]["interleaved"] is False
     assert bands[True]["skewed"] is True  # time tiled: the report says so
@@ -185,7 +181,7 @@ def test_row_solves_are_interleaved(tmp_path: Path) -> None:
     built = polyflow.build_program(
         src, tmp_path / "solve.mlir", options=Options(opt_level=3), emit="affine-opt"
     )
-    assert any(band["interleaved"] for band in _tiled(built))
+    assert any(band["interleaved"] for band in tiled_bands(built))
 
 
 def test_an_untiled_recurrence_interleaves_a_strip_of_rows() -> None:
@@ -240,6 +236,6 @@ def test_sums_in_c_order_are_interleaved_only_without_reassociation(tmp_path: Pa
             options=Options(opt_level=3, fast_math=fast),
             emit="affine-opt",
         )
-        interleaved[fast] = any(band["interleaved"] for band in _tiled(built))
+        interleaved[fast] = any(band["interleaved"] for band in tiled_bands(built))
     assert interleaved == {False: True, True: False}
 

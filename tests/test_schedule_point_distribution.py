@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from difftest import check_program_against_gcc
+from difftest import check_program_against_gcc, tiled_bands
 
 import polyflow
 from polyflow.options import Options
@@ -133,10 +133,6 @@ int main(void) {
 """
 
 
-def _tiled(built: object) -> list[dict[str, object]]:
-    report = built.report  # type: ignore[attr-defined]
-    return [dict(r.data) for r in report.remarks if r.kind == "tiled"]
-
 
 # The arrays are just over the footprint below which a stencil keeps its source order (256 KiB);
 # there the default sizes would leave it untiled: the tests give sizes (odd ones: partial tiles
@@ -183,9 +179,9 @@ def test_the_report_says_where_the_innermost_loop_runs_per_statement(
     built = polyflow.build_program(
         src, tmp_path / f"{name}.mlir", options=Options(opt_level=3, tile_sizes=TILES), emit="affine-opt"
     )
-    (band,) = [data for data in _tiled(built) if len(data["sizes"]) >= 3]  # type: ignore[arg-type]
+    (band,) = [data for data in tiled_bands(built) if len(data["sizes"]) >= 3]  # type: ignore[arg-type]
     assert band["distributed"] is expected
-    messages = [r.message for r in built.report.remarks if r.kind == "tiled"]
+    messages = [r.message for r in built.report.select(kind="tiled")]
     assert any("innermost loop per statement" in m for m in messages) is expected
     off = polyflow.build_program(
         src,
@@ -193,7 +189,7 @@ def test_the_report_says_where_the_innermost_loop_runs_per_statement(
         options=Options(opt_level=3, tile_sizes=TILES, point_distribution=False),
         emit="affine-opt",
     )
-    assert not any(data["distributed"] for data in _tiled(off))
+    assert not any(data["distributed"] for data in tiled_bands(off))
 
 
 def test_each_statement_gets_its_own_innermost_loop(tmp_path: Path) -> None:
@@ -271,7 +267,7 @@ def test_the_vector_loop_of_a_distributed_stencil_gets_long_tiles(tmp_path: Path
             options=Options(opt_level=3, point_distribution=distribute, interleave=False),
             emit="affine-opt",
         )
-        (band,) = _tiled(built)
+        (band,) = tiled_bands(built)
         sizes[distribute] = band["sizes"]
     assert sizes[True] == [32, 32, stencil_row_tile(32, 8, GENERIC_CACHES)]
     assert sizes[False] == [32, 32, 32]
