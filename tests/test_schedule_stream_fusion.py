@@ -145,3 +145,99 @@ def test_bicg_fused_matches_gcc(tmp_path: Path) -> None:
         env = {"OMP_NUM_THREADS": threads, "PATH": "/usr/bin:/bin"}
         got = subprocess.run([str(exe)], capture_output=True, text=True, check=True, env=env)
         assert got.stdout == expected
+
+
+def atax(tmp_read: str = "tmp[i]", second_loop: int = 0) -> Scop:
+    # for i: { for j: tmp[i] += A[i][j] * x[j];  for j: y[j] += A[i][j] * <tmp_read> }
+    # (second_loop 1: the second nest in an i loop of its own, after the first)
+    limit = "N - 1" if "i + 1" in tmp_read else "N"
+    return make_scop(
+        "N, M",
+        "N >= 2 and M >= 1",
+        [
+            ("S0", "[i, j] : 0 <= i < N and 0 <= j < M", "[i, j] -> [0, i, 0, j, 0]",
+             ["[i, j] -> tmp[i]", "[i, j] -> A[i, j]", "[i, j] -> x[j]"], ["[i, j] -> tmp[i]"]),
+            ("S1", f"[i, j] : 0 <= i < {limit} and 0 <= j < M",
+             f"[i, j] -> [{second_loop}, i, {1 - second_loop}, j, 0]",
+             ["[i, j] -> y[j]", "[i, j] -> A[i, j]", f"[i, j] -> {tmp_read}"], ["[i, j] -> y[j]"]),
+        ],
+    )  # fmt: skip
+
+
+ATAX_ARRAYS = {"A": (1900, 2100), "x": (2100,), "y": (2100,), "tmp": (1900,)}
+
+
+def top_band_members(schedule: isl.Schedule) -> int:
+    node = schedule.get_root().child(0)
+    return node.band_n_member() if node.get_type() == isl.schedule_node_type.band else 0
+
+
+def test_consecutive_nests_reading_the_same_rows_share_their_outer_loop() -> None:
+    scop = with_arrays(atax(), ATAX_ARRAYS)
+    schedule, validity = scheduled(scop)
+    assert top_band_statements(schedule) != {"S0", "S1"}  # isl puts them in a sequence
+    # without the dependences nothing may be fused across a sequence
+    assert fuse_shared_streams(schedule, scop).plain_is_equal(schedule)
+    fused = fuse_shared_streams(schedule, scop, validity=validity)
+    assert top_band_statements(fused) == {"S0", "S1"}
+    assert top_band_members(fused) == 1  # the outer loop only: S1 needs all of tmp[i]
+    assert "sequence" in describe_schedule(fused)
+    assert check_schedule_legal(fused, validity)
+    assert fused.get_domain().is_equal(schedule.get_domain())
+
+
+def test_outer_loops_are_not_fused_when_a_dependence_would_go_backward() -> None:
+    # the second nest, in a loop of its own, reads tmp[i + 1]: row i + 1 of the first nest must
+    # be done before row i of the second, so one loop over both would break the dependence
+    scop = with_arrays(atax("tmp[i + 1]", second_loop=1), ATAX_ARRAYS)
+    schedule, validity = scheduled(scop)
+    assert top_band_statements(schedule) != {"S0", "S1"}
+    assert fuse_shared_streams(schedule, scop, validity=validity).plain_is_equal(schedule)
+
+
+def test_outer_loops_of_nests_whose_arrays_stay_in_cache_are_not_fused() -> None:
+    scop = with_arrays(atax(), {**ATAX_ARRAYS, "A": (100, 100)})
+    schedule, validity = scheduled(scop)
+    assert fuse_shared_streams(schedule, scop, validity=validity).plain_is_equal(schedule)
+
+
+ATAX_C = """#include <stdio.h>
+#define M 1900
+#define N 2100
+static double A[M][N], x[N], y[N], tmp[M];
+static void atax(int m, int n) {
+  for (int j = 0; j < n; j++) y[j] = 0.0;
+  for (int i = 0; i < m; i++) {
+    tmp[i] = 0.0;
+    for (int j = 0; j < n; j++) tmp[i] = tmp[i] + A[i][j] * x[j];
+    for (int j = 0; j < n; j++) y[j] = y[j] + A[i][j] * tmp[i];
+  }
+}
+int main(void) {
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) A[i][j] = ((i + 7 * j) % 11) * 0.125 - 0.5;
+  for (int j = 0; j < N; j++) x[j] = (j % 7) * 0.25;
+  atax(M, N);
+  for (int j = 0; j < N; j += 83) printf("%.17g\\n", y[j]);
+  for (int i = 0; i < M; i += 97) printf("%.17g\\n", tmp[i]);
+  return 0;
+}
+"""
+
+
+@pytest.mark.skipif(openmp_library_dir() is None, reason="libiomp5 is not installed")
+def test_atax_with_its_outer_loops_fused_matches_gcc(tmp_path: Path) -> None:
+    src = tmp_path / "atax.c"
+    src.write_text(ATAX_C)
+    exe = tmp_path / "atax"
+    options = Options(opt_level=3, parallel_reductions=False)
+    report = polyflow.build_program(src, exe, options=options)
+    tree = report.schedules["atax"]
+    assert tree.index("schedule:") < tree.index("sequence:")  # one loop above both nests
+    gcc = tmp_path / "atax.gcc"
+    subprocess.run(["gcc", "-O2", str(src), "-o", str(gcc)], check=True)
+    expected = subprocess.run([str(gcc)], capture_output=True, text=True, check=True).stdout
+    for threads in ("1", "2"):
+        env = {"OMP_NUM_THREADS": threads, "PATH": "/usr/bin:/bin"}
+        got = subprocess.run([str(exe)], capture_output=True, text=True, check=True, env=env)
+        assert got.stdout == expected

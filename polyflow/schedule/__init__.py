@@ -434,7 +434,7 @@ def _fused_and_tiled(
     try:
         with isl_budget(schedule.get_ctx(), "tiling", step_budget("tiling", options)):
             if options.fusion == "smart":
-                fused = fuse_shared_streams(schedule, scop)
+                fused = fuse_shared_streams(schedule, scop, validity=deps.validity)
                 if check_schedule_legal(fused, deps.validity):
                     schedule = fused
                 else:  # a set's children are independent: a bug, say so
