@@ -214,12 +214,99 @@ def test_an_untiled_recurrence_interleaves_a_strip_of_rows() -> None:
     ).intersect_domain(domain))
 
 
-def test_reductions_are_not_interleaved(tmp_path: Path) -> None:
+def test_sums_in_c_order_get_rows_jammed_instead_of_interleaved(tmp_path: Path) -> None:
+    """A float sum in C's order along the innermost loop is not interleaved (rows innermost
+    would stride through A): 8 of its rows are unrolled and jammed into the vector loop, whose
+    in-order sums then run side by side; with -ffast-math LLVM reorders the sum instead, and
+    with --no-interleave nothing changes."""
     src = tmp_path / "sums.c"
     src.write_text(ROW_SUMS)
     on = _schedule_text(src, tmp_path / "on.txt")
     off = _schedule_text(src, tmp_path / "off.txt", interleave=False)
-    assert on == off
+    fast = _schedule_text(src, tmp_path / "fast.txt", fast_math=True)
+    assert "unroll[0]" in on and "unroll" not in off and "unroll" not in fast
+    assert "i0 - (i0) mod 8" in on  # strips of JAMMED_ROWS rows
+    for threads in (1, 2):
+        check_program_against_gcc(src, tmp_path / f"run{threads}", Options(opt_level=3, threads=threads))
+
+
+# bicg: a sum in C's order along j (q[i]) next to an update along i (s[j]), at run-time sizes:
+# the rows past the last multiple of 8 run after the jammed strips, unjammed.
+BICG = """// polyflow: compiled=bicg
+#include <stdio.h>
+#define N 203
+#define M 157
+static double A[N][M], s[M], q[N], p[M], r[N];
+static void bicg(int n, int m) {
+  for (int j = 0; j < m; j++) s[j] = 0.0;
+  for (int i = 0; i < n; i++) {
+    q[i] = 0.0;
+    for (int j = 0; j < m; j++) {
+      s[j] = s[j] + r[i] * A[i][j];
+      q[i] = q[i] + A[i][j] * p[j];
+    }
+  }
+}
+int main(void) {
+  for (int i = 0; i < N; i++) {
+    r[i] = (double)(i % 9) / 4.0;
+    for (int j = 0; j < M; j++) A[i][j] = (double)((i * (j + 1)) % 13) / 3.0;
+  }
+  for (int j = 0; j < M; j++) p[j] = (double)(j % 5) / 7.0;
+  bicg(ROWS, COLUMNS);
+  for (int i = 0; i < N; i++) printf("%.17g\\n", q[i]);
+  for (int j = 0; j < M; j++) printf("%.17g\\n", s[j]);
+  return 0;
+}
+"""
+
+# gesummv: two sums in C's order per row; LLVM keeps eight of them jammed scalar, slower
+# than one row's two vectorized in order, so the rows are left as they are.
+TWO_SUMS = """// polyflow: compiled=two
+#include <stdio.h>
+#define N 301
+static double A[N][N], B[N][N], x[N], y[N], t[N];
+static void two(int n) {
+  for (int i = 0; i < n; i++) {
+    t[i] = 0.0;
+    y[i] = 0.0;
+    for (int j = 0; j < n; j++) {
+      t[i] = A[i][j] * x[j] + t[i];
+      y[i] = B[i][j] * x[j] + y[i];
+    }
+    y[i] = 1.5 * t[i] + 0.5 * y[i];
+  }
+}
+int main(void) {
+  for (int i = 0; i < N; i++) {
+    x[i] = (double)(i % 7) / 3.0;
+    for (int j = 0; j < N; j++) {
+      A[i][j] = (double)((i * j) % 11) / 5.0;
+      B[i][j] = (double)((i + j) % 13) / 7.0;
+    }
+  }
+  two(N);
+  for (int i = 0; i < N; i++) printf("%.17g\\n", y[i]);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(
+    ("rows", "columns"), [("N", "M"), ("200", "M"), ("5", "M"), ("8", "1"), ("17", "0")]
+)
+def test_jammed_rows_print_gccs_digits(tmp_path: Path, rows: str, columns: str, threads: int) -> None:
+    src = tmp_path / "bicg.c"
+    src.write_text(BICG.replace("ROWS", rows).replace("COLUMNS", columns))
+    assert "unroll[0]" in _schedule_text(src, tmp_path / "on.txt")
+    check_program_against_gcc(src, tmp_path / "run", Options(opt_level=3, threads=threads))
+
+
+def test_rows_with_two_sums_are_not_jammed(tmp_path: Path) -> None:
+    src = tmp_path / "two.c"
+    src.write_text(TWO_SUMS)
+    assert "unroll" not in _schedule_text(src, tmp_path / "on.txt")
     check_program_against_gcc(src, tmp_path / "run", Options(opt_level=3))
 
 
