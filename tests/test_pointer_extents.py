@@ -148,3 +148,13 @@ def test_pointer_function_from_python_on_the_emulated_gpu() -> None:
                 expected[20 + i * 4 + j] += expected[i * 4 + k] * expected[16 + k * 4 + j]
     fn.emulate(4, 4, 4, buffer[:16], buffer[16:32], buffer[20:36])
     np.testing.assert_allclose(buffer, expected, rtol=1e-12)
+
+
+def test_pointer_program_with_line_tables_matches_gcc(tmp_path: Path) -> None:
+    """With -g every op of the dispatcher keeps the function's source position: a call without
+    one failed LLVM's lowering, and the whole file fell back to the C compiler."""
+    options = polyflow.Options(opt_level=3, debug_info=True)
+    built = polyflow.build_program(PROGRAM, tmp_path / "with-g", options=options)
+    assert not built.report.select(kind="internal-error")
+    assert built.compiled and not built.fallbacks  # through MLIR, not by the fallback
+    check_program_against_gcc(PROGRAM, tmp_path / "run", options)

@@ -301,7 +301,9 @@ def _make_dispatcher(
     old_ops = [op.operation for op in body.operations]
     args = list(body.arguments)
     results = list(ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value).results)
-    with ir.InsertionPoint(old_ops[0]):
+    # at the function's position: with -g, a call without a source location fails LLVM's
+    # lowering (an inlinable call in a function with debug info needs one)
+    with ir.InsertionPoint(old_ops[0]), fn.location:
         mapping: dict[ir.Value, ir.Value] = {}
         values = {pname: _recompute(value, mapping) for value, pname in namer.params.items()}
         sized_args: list[ir.Value] = list(args)
