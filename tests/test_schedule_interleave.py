@@ -292,6 +292,43 @@ int main(void) {
 """
 
 
+# trisolv: row i's sum reads x[j] of every row before it, finished by the division; jammed,
+# row i + 1 waits for row i's division only at its last term.
+TRISOLV = """// polyflow: compiled=trisolv
+#include <stdio.h>
+#define N 237
+static double L[N][N], x[N], b[N];
+static void trisolv(int n) {
+  for (int i = 0; i < n; i++) {
+    x[i] = b[i];
+    for (int j = 0; j < i; j++)
+      x[i] -= L[i][j] * x[j];
+    x[i] = x[i] / L[i][i];
+  }
+}
+int main(void) {
+  for (int i = 0; i < N; i++) {
+    b[i] = (double)(i % 11) - 4.0;
+    for (int j = 0; j <= i; j++) L[i][j] = (double)(i + N - j + 1) * 2 / N;
+  }
+  trisolv(SIZE);
+  for (int i = 0; i < N; i++) printf("%.17g\\n", x[i]);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("size", ["N", "9", "3"])
+def test_a_triangular_solve_is_jammed_and_prints_gccs_digits(
+    tmp_path: Path, size: str, threads: int
+) -> None:
+    src = tmp_path / "trisolv.c"
+    src.write_text(TRISOLV.replace("SIZE", size))
+    assert "unroll[0]" in _schedule_text(src, tmp_path / "on.txt")
+    check_program_against_gcc(src, tmp_path / "run", Options(opt_level=3, threads=threads))
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize(
     ("rows", "columns"), [("N", "M"), ("200", "M"), ("5", "M"), ("8", "1"), ("17", "0")]

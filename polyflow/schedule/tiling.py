@@ -518,8 +518,8 @@ def _jammable(node: isl.ScheduleNode, strides: _AccessStrides | None) -> bool:
     sums = 0
     for statement, follows in iterators.items():
         innermost = follows[members - 1]
-        if innermost is None:
-            continue
+        if innermost is None or innermost in follows[: members - 1]:
+            continue  # runs once per row (trisolv's division by the diagonal)
         pairs = strides.of(statement)
         reuse = [_reuse_along(function, innermost) for _, function in pairs]
         if "none" in reuse:
