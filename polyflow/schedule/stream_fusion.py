@@ -194,8 +194,7 @@ def _fused_outer(
     outer: isl.UnionPwAff | None = None
     for pos, order in enumerate(orders):
         band = node.child(pos).child(0)
-        if order != (0, 1):
-            band = band.band_set_permutable(1)
+        if order != (0, 1):  # a permutable band (`_outer_orders`): any order is legal
             partial = _permuted(band.band_get_partial_schedule(), order)
             band = band.delete().insert_partial_schedule(partial).band_set_permutable(1)
         member = band.band_get_partial_schedule().get_at(0)

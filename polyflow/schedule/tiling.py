@@ -126,6 +126,8 @@ MAX_STENCIL_ROW_TILE = 512
 INTERLEAVED_ROWS = 16
 INTERLEAVED_ROWS_FACTOR = 2
 # Rows of an in-order float sum unrolled and jammed into its vector loop (see `jam_rows`).
+# LARGE, 1 thread, over gcc: 8 rows bicg 2.0x, mvt 8.7x, gemver 2.5x; 4 rows 1.7-1.9x, 7.0-7.9x,
+# 2.2x.
 JAMMED_ROWS = 8
 
 
@@ -524,7 +526,8 @@ def _jammable(node: isl.ScheduleNode, strides: _AccessStrides | None) -> bool:
         reuse = [_reuse_along(function, innermost) for _, function in pairs]
         if "none" in reuse:
             return False
-        for array, function in {(a, str(f)): (a, f) for a, f in pairs}.values():
+        distinct = {(array, str(function)): (array, function) for array, function in pairs}
+        for array, function in distinct.values():  # a sum reads and writes the same element
             written_and_read = sum(
                 1 for other, f in pairs if other == array and f.plain_is_equal(function)
             ) >= 2
