@@ -128,23 +128,28 @@ int main(void) {
 """
 
 
-@pytest.mark.skipif(openmp_library_dir() is None, reason="libiomp5 is not installed")
-def test_bicg_fused_matches_gcc(tmp_path: Path) -> None:
-    src = tmp_path / "bicg.c"
-    src.write_text(BICG_C)
-    exe = tmp_path / "bicg"
-    # bit-exact: no reduction is reordered
+def fused_build_prints_gccs_digits(tmp_path: Path, name: str, source: str) -> str:
+    """Build `source` (function `name`) at -O3 with no reduction reordered (bit-exact), check
+    it prints gcc -O2's digits on 1 and 2 threads, and return its schedule tree."""
+    src = tmp_path / f"{name}.c"
+    src.write_text(source)
+    exe = tmp_path / name
     options = Options(opt_level=3, parallel_reductions=False)
     report = polyflow.build_program(src, exe, options=options)
-    tree = report.schedules["bicg"]
-    assert tree.index("schedule:") < tree.index("set:")  # one band above both nests
-    gcc = tmp_path / "bicg.gcc"
+    gcc = tmp_path / f"{name}.gcc"
     subprocess.run(["gcc", "-O2", str(src), "-o", str(gcc)], check=True)
     expected = subprocess.run([str(gcc)], capture_output=True, text=True, check=True).stdout
     for threads in ("1", "2"):
         env = {"OMP_NUM_THREADS": threads, "PATH": "/usr/bin:/bin"}
         got = subprocess.run([str(exe)], capture_output=True, text=True, check=True, env=env)
         assert got.stdout == expected
+    return report.schedules[name]
+
+
+@pytest.mark.skipif(openmp_library_dir() is None, reason="libiomp5 is not installed")
+def test_bicg_fused_matches_gcc(tmp_path: Path) -> None:
+    tree = fused_build_prints_gccs_digits(tmp_path, "bicg", BICG_C)
+    assert tree.index("schedule:") < tree.index("set:")  # one band above both nests
 
 
 def atax(tmp_read: str = "tmp[i]", second_loop: int = 0) -> Scop:
@@ -227,17 +232,5 @@ int main(void) {
 
 @pytest.mark.skipif(openmp_library_dir() is None, reason="libiomp5 is not installed")
 def test_atax_with_its_outer_loops_fused_matches_gcc(tmp_path: Path) -> None:
-    src = tmp_path / "atax.c"
-    src.write_text(ATAX_C)
-    exe = tmp_path / "atax"
-    options = Options(opt_level=3, parallel_reductions=False)
-    report = polyflow.build_program(src, exe, options=options)
-    tree = report.schedules["atax"]
+    tree = fused_build_prints_gccs_digits(tmp_path, "atax", ATAX_C)
     assert tree.index("schedule:") < tree.index("sequence:")  # one loop above both nests
-    gcc = tmp_path / "atax.gcc"
-    subprocess.run(["gcc", "-O2", str(src), "-o", str(gcc)], check=True)
-    expected = subprocess.run([str(gcc)], capture_output=True, text=True, check=True).stdout
-    for threads in ("1", "2"):
-        env = {"OMP_NUM_THREADS": threads, "PATH": "/usr/bin:/bin"}
-        got = subprocess.run([str(exe)], capture_output=True, text=True, check=True, env=env)
-        assert got.stdout == expected

@@ -49,6 +49,14 @@ def _band_below(filter_node: isl.ScheduleNode) -> isl.ScheduleNode | None:
     return child if child.get_type() == isl.schedule_node_type.band else None
 
 
+def _child_bands(node: isl.ScheduleNode) -> list[isl.ScheduleNode] | None:
+    """The band under each child filter of `node`, when every child has one and there are at
+    most `MAX_NESTS`; None otherwise."""
+    found = [_band_below(node.child(pos)) for pos in range(node.n_children())]
+    bands = [band for band in found if band is not None]
+    return bands if len(bands) == len(found) and len(bands) <= MAX_NESTS else None
+
+
 def _permuted(partial: isl.MultiUnionPwAff, order: tuple[int, ...]) -> isl.MultiUnionPwAff:
     out = partial
     for pos, member in enumerate(order):
@@ -106,9 +114,8 @@ def _matching_orders(
 def _fused(node: isl.ScheduleNode, scop: Scop, min_bytes: int) -> isl.ScheduleNode:
     """The `set` node `node` with its children's bands fused above it when the module docstring
     says so; the node at `node`'s position."""
-    found = [_band_below(node.child(pos)) for pos in range(node.n_children())]
-    bands = [band for band in found if band is not None]
-    if len(bands) != len(found) or len(bands) > MAX_NESTS:
+    bands = _child_bands(node)
+    if bands is None:
         return node
     depth = bands[0].band_n_member()
     if any(band.band_n_member() != depth for band in bands) or depth > MAX_DEPTH:
@@ -180,11 +187,8 @@ def _fused_outer(
 ) -> isl.ScheduleNode:
     """The `sequence` node `node` with its children's outer loops fused above it when the
     module docstring says so and the result is legal; the node at `node`'s position."""
-    found = [_band_below(node.child(pos)) for pos in range(node.n_children())]
-    bands = [band for band in found if band is not None]
-    if len(bands) != len(found) or len(bands) > MAX_NESTS:
-        return node
-    if any(band.band_n_member() != 2 for band in bands):
+    bands = _child_bands(node)
+    if bands is None or any(band.band_n_member() != 2 for band in bands):
         return node
     large = _large_arrays(scop, min_bytes)
     orders = _outer_orders(bands, scop.accesses("read"), large) if large else None

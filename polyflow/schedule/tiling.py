@@ -492,9 +492,7 @@ def _interleavable(
                 # chain too, worth breaking up where the innermost loop walks its other
                 # arrays contiguously (syrk's dot products of rows: 0.58 -> 0.36 s; lu's and
                 # cholesky's column walks lost 2x)
-                accumulator = sum(
-                    1 for other, f in pairs if other == array and f.plain_is_equal(function)
-                ) >= 2
+                accumulator = _is_accumulator(pairs, array, function)
                 if not (sums and accumulator and array in strides.ordered_sums):
                     return False
                 if any(other == "none" for _, other in accesses):
@@ -527,11 +525,8 @@ def _jammable(node: isl.ScheduleNode, strides: _AccessStrides | None) -> bool:
         if "none" in reuse:
             return False
         distinct = {(array, str(function)): (array, function) for array, function in pairs}
-        for array, function in distinct.values():  # a sum reads and writes the same element
-            written_and_read = sum(
-                1 for other, f in pairs if other == array and f.plain_is_equal(function)
-            ) >= 2
-            if written_and_read and array in strides.ordered_sums:
+        for array, function in distinct.values():
+            if _is_accumulator(pairs, array, function) and array in strides.ordered_sums:
                 sums += _reuse_along(function, innermost) == "temporal"
     # one sum per row: gesummv's two (tmp[i] and y[i] from two matrices) ran 0.90x -> 0.78x gcc
     # jammed, as LLVM keeps eight in-order sums scalar
@@ -581,6 +576,14 @@ def jam_rows(node: isl.ScheduleNode, validity: isl.UnionMap, *, rows: int) -> is
     if not check_schedule_legal(result.get_schedule(), validity):
         return node
     return result.ancestor(result.get_tree_depth() - depth)
+
+
+def _is_accumulator(
+    pairs: list[tuple[str, isl.MultiAff]], array: str, function: isl.MultiAff
+) -> bool:
+    """Whether the statement whose accesses are `pairs` reads and writes `array` at `function`
+    (the same element at least twice among its accesses: a sum's accumulator)."""
+    return sum(1 for other, f in pairs if other == array and f.plain_is_equal(function)) >= 2
 
 
 def _has_band_below(node: isl.ScheduleNode) -> bool:
