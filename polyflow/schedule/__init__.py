@@ -58,11 +58,13 @@ from .dependences import Dependences, compute_dependences
 from .gpu_order import coincident_first
 from .model import Scop, ScopRegion, extract_scops
 from .scheduler import (
+    DEEP_SKEWED_BAND,
     MAX_SKEWED_BAND,
     MIN_SKEWED_FOOTPRINT,
     ScheduleError,
     check_schedule_legal,
     data_footprint,
+    deep_skew_pays,
     deepest_skewed_band,
     schedule_scop,
 )
@@ -299,6 +301,13 @@ def reschedule_function(
                     f"{MAX_SKEWED_BAND} loops does not pay off"
                 )
                 continue
+            deep_skew_loses = deep_skew_pays(options) if skew_depth >= DEEP_SKEWED_BAND else None
+            if deep_skew_loses is not None:
+                notes.append(
+                    f"{where}: source order kept: a skewed band of {skew_depth} loops does not "
+                    f"pay off here: {deep_skew_loses}"
+                )
+                continue
             footprint = data_footprint(scop) if skew_depth else None
             if footprint is not None and footprint <= MIN_SKEWED_FOOTPRINT:
                 notes.append(
@@ -340,9 +349,7 @@ def reschedule_function(
                 notes.append(f"{where}: source order kept: {_describe(exc)}")
                 break
             except Exception as exc:
-                raise _StepFailed(
-                    f"code generation failed for {where}: {_describe(exc)}"
-                ) from exc
+                raise _StepFailed(f"code generation failed for {where}: {_describe(exc)}") from exc
         if generated is None:
             continue
         schedule = generated
@@ -367,6 +374,7 @@ def reschedule_function(
                         "distributed": band.distributed,
                         "interleaved": band.interleaved,
                         "skewed": band.skewed,
+                        "whole_rows": band.whole_rows,
                     },
                 )
     with timer.step("cleanup"):
@@ -374,9 +382,7 @@ def reschedule_function(
     return trees
 
 
-def _dependences(
-    scop: Scop, options: Options, notes: list[str], where: str
-) -> Dependences | None:
+def _dependences(scop: Scop, options: Options, notes: list[str], where: str) -> Dependences | None:
     """The scop's dependences; None (with a note) where isl's budget for them runs out.
 
     Then the scop keeps its code, and its loops are parallelized by MLIR's per-loop dependence
@@ -693,9 +699,7 @@ def _unroll_marked(scratch: ir.Module, fn: ir.Operation, factor: int, marked: in
     return len(stepped) + marked - len(seen)
 
 
-def _process_within(
-    module: ir.Module, fn: ir.Operation, options: Options, seconds: float
-) -> None:
+def _process_within(module: ir.Module, fn: ir.Operation, options: Options, seconds: float) -> None:
     """`_process_function` on `fn` in a forked child process that may take `seconds`; its
     result (the function, printed with locations) replaces `fn`. A child past the deadline
     is killed and `fn` keeps its raised code, marked not scheduled.
@@ -862,8 +866,6 @@ def schedule_trees(module: ir.Module) -> dict[str, str]:
             name: ir.StringAttr(fn.attributes[SCHEDULE_ATTR]).value
             for name, fn in _functions_with(module, SCHEDULE_ATTR)
         }
-
-
 
 
 __all__ = [

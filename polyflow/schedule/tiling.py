@@ -125,6 +125,19 @@ MAX_STENCIL_ROW_TILE = 512
 # on one core: seidel-2d with 32x64x32 tiles 4.8 s, 32x32x32 5.2 s, 32x128x32 5.1 s.
 INTERLEAVED_ROWS = 16
 INTERLEAVED_ROWS_FACTOR = 2
+# A skewed band deeper than this (heat-3d's: time and three space loops) gets tiles in its
+# outer members only; each tile point runs the rest whole, a row of the innermost array
+# dimension that stays unit-stride, vectorized and unskewed by tile edges. heat-3d at LARGE on
+# one core, over gcc -O3: source order 1.1x, all four members tiled (8x8x16x128) 1.3x and a
+# 36 s compile, the rows whole 1.7-1.9x in 3 s.
+MAX_TILED_SKEWED_MEMBERS = 3
+# The tiles of such a band are cubes (see `whole_row_tile`): 8 for heat-3d at LARGE (rows of
+# 960 B, 2 arrays, an L2 of 512 KiB), which ran 1.6x gcc on one thread and 2.3x on two, against
+# 1.4x and 1.8-1.9x with 16x16x16 or 8x16x16 (a wavefront of larger tiles has too few blocks to
+# share out); a time tile of 32 took 3.5 s. Without known row sizes: `WHOLE_ROW_TILE`.
+WHOLE_ROW_TILE = 8
+MAX_WHOLE_ROW_TILE = 16
+MIN_WHOLE_ROW_TILE = 4
 # Rows of an in-order float sum unrolled and jammed into its vector loop (see `jam_rows`).
 # LARGE, 1 thread, over gcc: 8 rows bicg 2.0x, mvt 8.7x, gemver 2.5x; 4 rows 1.7-1.9x, 7.0-7.9x,
 # 2.2x.
@@ -154,12 +167,15 @@ class TiledBand:
     interleaved: bool = False
     # a skewed band: the time loop of a stencil tiled with the space loops
     skewed: bool = False
+    # its members past `sizes` are not tiled: each point of the tiles runs them whole (rows)
+    whole_rows: bool = False
 
     def describe(self) -> str:
         extras = [
             name
             for name, on in (
                 ("time tiled, skewed", self.skewed),
+                ("innermost loop untiled (whole rows)", self.whole_rows),
                 ("two levels", self.second_level),
                 ("wavefront", self.wavefront),
                 ("contraction sizes", self.contraction),
@@ -168,7 +184,11 @@ class TiledBand:
             )
             if on
         ]
-        return "tiled " + "x".join(map(str, self.sizes)) + (f" ({', '.join(extras)})" if extras else "")
+        return (
+            "tiled "
+            + "x".join(map(str, self.sizes))
+            + (f" ({', '.join(extras)})" if extras else "")
+        )
 
 
 def band_tile_sizes(n_member: int, *, options: Options, element_bytes: int = 8) -> tuple[int, ...]:
@@ -235,23 +255,42 @@ def _tile_subtree(
     """`node`'s subtree with its outermost tileable bands tiled (each appended to `tiled`);
     returns the node at `node`'s position in the new tree."""
     if _is_permutable_band(node):
-        wanted = band_tile_sizes(node.band_n_member(), options=options, element_bytes=element_bytes)
-        roles = _contraction_roles(node, strides) if _wants_contraction_tiles(options) else None
+        whole_rows = _leaves_rows_whole(node, options)
+        tiled_members = MAX_TILED_SKEWED_MEMBERS if whole_rows else node.band_n_member()
+        wanted = band_tile_sizes(tiled_members, options=options, element_bytes=element_bytes)
+        if whole_rows:
+            caches = target_of(options.march, options.mtune).caches
+            side = whole_row_tile(_row_footprint(node, strides, shapes, element_bytes), caches)
+            wanted = (side,) * tiled_members
+        roles = (
+            _contraction_roles(node, strides)
+            if _wants_contraction_tiles(options) and not whole_rows
+            else None
+        )
         if roles is not None:
             wanted = _contraction_sizes(wanted, roles, element_bytes, options)
         # a time-tiled stencil whose statements get an innermost loop each: that loop is the
         # vector loop, and its tiles are made long (see `stencil_row_tile`)
         statements = (
             _distribution_order(node, validity)
-            if options.point_distribution and validity is not None and _member_iterators(node) is None
+            if options.point_distribution
+            and validity is not None
+            and _member_iterators(node) is None
             else None
         )
-        if statements is not None and options.tile_sizes is None and len(wanted) >= 2:
+        # (whole rows: the untiled members are the rows, nothing to lengthen or interleave)
+        if (
+            statements is not None
+            and not whole_rows
+            and options.tile_sizes is None
+            and len(wanted) >= 2
+        ):
             caches = target_of(options.march, options.mtune).caches
             row = stencil_row_tile(wanted[-2], element_bytes, caches)
             wanted = (*wanted[:-1], max(wanted[-1], row))
         elif (
             statements is None
+            and not whole_rows
             and options.interleave
             and options.tile_sizes is None
             and roles is None
@@ -274,12 +313,17 @@ def _tile_subtree(
         )
         if options.tile and sizes is not None and pays and not _has_divisibility_guards(node):
             skewed = _member_iterators(node) is None
-            wavefront = (
-                options.parallel and options.wavefront and skewed and validity is not None
-            )
+            wavefront = options.parallel and options.wavefront and skewed and validity is not None
             band = TiledBand(
-                sizes, options.tile_second_level, wavefront, roles is not None, skewed=skewed
+                sizes,
+                options.tile_second_level,
+                wavefront,
+                roles is not None,
+                skewed=skewed,
+                whole_rows=whole_rows,
             )
+            if whole_rows:
+                node = node.band_split(MAX_TILED_SKEWED_MEMBERS)
             node = node.band_tile(_multi_val(node, sizes))
             if roles is not None:
                 # Column tiles outermost: they are many (rows come in few large tiles), so the
@@ -294,12 +338,17 @@ def _tile_subtree(
             node = _reorder_for_locality(node.child(0), strides)
             node = _sink_strided_member(node, strides, validity)
             # checked again on the point band: its innermost member is the one distributed
-            if statements is not None and validity is not None:
+            # (with whole rows it is the row band's, and the check on the whole band holds:
+            # equal point values mean equal tile values)
+            if statements is not None and validity is not None and not whole_rows:
                 statements = _distribution_order(node, validity)
-            if statements is not None:
+            if statements is not None and whole_rows:
+                node = _distribute_innermost_point_loop(node.child(0), statements).parent()
+                band = replace(band, distributed=True)
+            elif statements is not None:
                 node = _distribute_innermost_point_loop(node, statements)
                 band = replace(band, distributed=True)
-            elif options.interleave and validity is not None and roles is None:
+            elif options.interleave and validity is not None and roles is None and not whole_rows:
                 if _interleavable(node, validity, strides, sums=True):
                     interleaved = interleave_recurrence(node, validity, rows=None)
                     if interleaved is not node:  # the same node: it would break a dependence
@@ -335,8 +384,10 @@ def _tile_subtree(
             )
             if split is not node:
                 return split
-        if options.interleave and validity is not None and _interleavable(
-            node, validity, strides, sums=False
+        if (
+            options.interleave
+            and validity is not None
+            and _interleavable(node, validity, strides, sums=False)
         ):
             return interleave_recurrence(node, validity, rows=INTERLEAVED_ROWS)
         if options.interleave and validity is not None and _jammable(node, strides):
@@ -453,6 +504,8 @@ def _distribute_innermost_point_loop(
         filters = filters.add(isl.UnionSet.from_set(statement))
     # the innermost member in a band of its own, copied under one filter per statement
     members = node.band_n_member()
+    if members == 1:
+        return node.insert_sequence(filters)
     return node.band_split(members - 1).child(0).insert_sequence(filters).parent()
 
 
@@ -638,6 +691,55 @@ def stencil_row_tile(rows: int, element_bytes: int, caches: Caches = GENERIC_CAC
     elements = caches.l2 // (STENCIL_L2_SHARE * max(rows, 1) * max(element_bytes, 1))
     power = 1 << (elements.bit_length() - 1) if elements > 0 else 1
     return max(MIN_TILE_SIZE, min(power, MAX_STENCIL_ROW_TILE))
+
+
+def whole_row_tile(row_bytes: tuple[int, int] | None, caches: Caches = GENERIC_CACHES) -> int:
+    """The tile size of each tiled member of a band whose rows stay whole
+    (`_leaves_rows_whole`), given (bytes of a row, arrays) (`_row_footprint`; None: not known):
+    the largest power of two S with S x S rows of every array in `REUSE_L2_SHARE` of the L2,
+    so a time step's rows are still there at the next one, between `MIN_WHOLE_ROW_TILE` and
+    `MAX_WHOLE_ROW_TILE`; `WHOLE_ROW_TILE` when the rows' size is not known."""
+    if row_bytes is None:
+        return WHOLE_ROW_TILE
+    rows = int(caches.l2 * REUSE_L2_SHARE) // max(row_bytes[0] * row_bytes[1], 1)
+    side = isqrt(rows)
+    power = 1 << (side.bit_length() - 1) if side > 0 else 1
+    return max(MIN_WHOLE_ROW_TILE, min(power, MAX_WHOLE_ROW_TILE))
+
+
+def _row_footprint(
+    node: isl.ScheduleNode,
+    strides: _AccessStrides | None,
+    shapes: Mapping[str, tuple[int, ...]] | None,
+    element_bytes: int,
+) -> tuple[int, int] | None:
+    """(bytes of the longest row, number of arrays) of the arrays the statements under `node`
+    access, a row being an array's last dimension; None when an array's size is not known."""
+    if strides is None or shapes is None:
+        return None
+    arrays = {
+        array
+        for domain in sets_of(node.get_domain())
+        for array, _ in strides.of(domain.get_tuple_name())
+    }
+    longest = 0
+    for array in arrays:
+        shape = shapes.get(array)
+        if not shape or any(extent < 0 for extent in shape):
+            return None
+        longest = max(longest, shape[-1] * element_bytes)
+    return (longest, len(arrays)) if arrays else None
+
+
+def _leaves_rows_whole(node: isl.ScheduleNode, options: Options) -> bool:
+    """Whether the permutable band `node` is a skewed band deeper than
+    `MAX_TILED_SKEWED_MEMBERS` to be tiled with the default sizes, so that only its outer
+    members get tiles."""
+    return (
+        options.tile_sizes is None
+        and node.band_n_member() > MAX_TILED_SKEWED_MEMBERS
+        and _member_iterators(node) is None
+    )
 
 
 def _is_permutable_band(node: isl.ScheduleNode) -> bool:
