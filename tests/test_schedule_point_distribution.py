@@ -253,8 +253,10 @@ def test_the_vector_loop_of_a_distributed_stencil_gets_long_tiles(tmp_path: Path
     from polyflow.target import GENERIC_CACHES, Caches
 
     zen4 = Caches(l1_data=32 * 1024, l2=1024 * 1024, line=64)
-    assert stencil_row_tile(32, 8, zen4) == 256  # 32 rows x 256 x 8 B = a sixteenth of 1 MiB
-    assert stencil_row_tile(32, 4, zen4) == 512 and stencil_row_tile(32, 8, GENERIC_CACHES) == 128
+    assert stencil_row_tile(32, 8, zen4) == 256  # rows of 2 KiB at most
+    assert stencil_row_tile(32, 4, zen4) == 512
+    assert stencil_row_tile(32, 8, GENERIC_CACHES) == 256  # 32 x 256 x 8 B: an eighth of 512 KiB
+    assert stencil_row_tile(32, 8, Caches(l1_data=32 * 1024, l2=256 * 1024, line=64)) == 128
     assert stencil_row_tile(8, 1, zen4) == MAX_STENCIL_ROW_TILE
     src = tmp_path / "jacobi.c"
     src.write_text(JACOBI_2D.replace("STEPS", "29").replace("SIZE", "N"))

@@ -116,9 +116,10 @@ REUSE_L2_SHARE = 0.5
 
 
 # The rows of a time-tiled stencil's tile may take this share of the L2 (`stencil_row_tile`),
-# and no row tile is longer than the maximum.
-STENCIL_L2_SHARE = 16
+# and no row tile is longer than the maximum, nor than the maximum bytes.
+STENCIL_L2_SHARE = 8
 MAX_STENCIL_ROW_TILE = 512
+MAX_STENCIL_ROW_BYTES = 2048
 # A recurrence's innermost loop gets independent chains from this many rows of the loop
 # around it (`interleave_recurrence`; untiled bands), and a time-tiled one from every row of a
 # point tile, whose row tiles are made this factor longer than the others. Measured at LARGE
@@ -683,14 +684,18 @@ def interleave_recurrence(
 
 def stencil_row_tile(rows: int, element_bytes: int, caches: Caches = GENERIC_CACHES) -> int:
     """The tile size of a time-tiled stencil's innermost (vector) loop, when each statement
-    runs it on its own: the largest power of two with `rows` rows of it in a sixteenth of the
-    L2 (1 MiB, 32 rows of f64: 256), at least `MIN_TILE_SIZE`, at most `MAX_STENCIL_ROW_TILE`.
-    Cubic tiles (32) leave 4 AVX-512 vectors per row between the loop's entry and exit, and
-    the skew cuts a row into pieces; at LARGE 256 made jacobi-2d 0.85 -> 0.61 s on one core
-    (0.48 -> 0.34 s on two) and fdtd-2d 0.84 -> 0.52 s, while 128 and 512 were 3-10% slower."""
+    runs it on its own: the largest power of two with `rows` rows of it in an eighth of the
+    L2 (512 KiB, 32 rows of f64: 256), at least `MIN_TILE_SIZE`, at most `MAX_STENCIL_ROW_TILE`
+    elements and `MAX_STENCIL_ROW_BYTES`. Cubic tiles (32) leave 4 AVX-512 vectors per row
+    between the loop's entry and exit, and the skew cuts a row into pieces; at LARGE 256 made
+    jacobi-2d 0.85 -> 0.61 s on one core (0.48 -> 0.34 s on two) and fdtd-2d 0.84 -> 0.52 s
+    on a Zen 4 (1 MiB of L2), while 128 and 512 were 3-10% slower; on a Zen 3 (512 KiB),
+    256 against 128: jacobi-2d 1.76x -> 2.07x gcc on one core, 2.7x -> 3.1x on two, fdtd-2d
+    2.16x -> 2.32x and 3.3x -> 3.55x (512: as 256)."""
     elements = caches.l2 // (STENCIL_L2_SHARE * max(rows, 1) * max(element_bytes, 1))
     power = 1 << (elements.bit_length() - 1) if elements > 0 else 1
-    return max(MIN_TILE_SIZE, min(power, MAX_STENCIL_ROW_TILE))
+    longest = min(MAX_STENCIL_ROW_TILE, MAX_STENCIL_ROW_BYTES // max(element_bytes, 1))
+    return max(MIN_TILE_SIZE, min(power, longest))
 
 
 def whole_row_tile(row_bytes: tuple[int, int] | None, caches: Caches = GENERIC_CACHES) -> int:
