@@ -47,7 +47,8 @@ array_shapes=None)`:
     * `options.tile` false: nothing is tiled; the point-loop reordering still applies.
     * `options.parallel`, `options.wavefront` and `validity` given: a skewed tile band of 3 or
       more loops none of which is parallel (time-tiled stencils, seidel-2d) becomes a wavefront
-      (`_wavefront`): blocks of `options.wavefront_block`² tiles (or the second-level tiles) run along
+      (`_wavefront`): blocks of `options.wavefront_block` tiles along each dimension but the first
+      (or the second-level tiles) run along
       the anti-diagonals B0 + B1 of their first two dimensions, and the second one, which then
       carries no dependence, is marked `WAVEFRONT_MARK` for codegen.
     * `accesses` and `validity` given: when a tiled point band's innermost member walks memory
@@ -406,7 +407,10 @@ def _tile_subtree(
     return node
 
 
-# A wavefront walks blocks of `Options.wavefront_block` tiles per dimension (see `_wavefront`).
+# A wavefront walks blocks of `Options.wavefront_block` tiles per dimension but the first, the
+# time loop's (see `_wavefront`): with blocks of 2 time tiles as well, a wavefront of fdtd-2d at
+# LARGE had half as many blocks to share out: 2 threads 0.48 -> 0.45 s (best of 5; medians 0.55
+# -> 0.49), heat-3d 0.84-0.90 -> 0.70-0.89 s, jacobi-2d and one thread the same.
 # Measured at LARGE on 2 threads: single tiles (1) cost fdtd-2d 2x on one thread; 2 keeps the
 # sequential speed of fdtd-2d, jacobi-2d and seidel-2d and gains 1.2-1.7x on two threads; 4
 # gains less.
@@ -426,7 +430,7 @@ def _wavefront(
 ) -> isl.ScheduleNode:
     """A permutable tile band (of a skewed band, the caller checks) of at least
     `MIN_WAVEFRONT_DEPTH` members, every one of which carries a dependence, run as a wavefront:
-    with `coarsen`, tiled again into blocks of `block` tiles per dimension (of
+    with `coarsen`, tiled again into blocks of `block` tiles per dimension but the first (of
     `sizes` points), and the outer band's first member replaced by the sum of its first two, split
     after it, with `WAVEFRONT_MARK` above the rest. Every dependence between blocks moves
     forward or stays in each member of a permutable band, so blocks with the same sum are
@@ -440,7 +444,9 @@ def _wavefront(
     if not all(carries_dependence(node, m, validity) for m in range(n_member)):
         return node  # some tile loop is parallel already
     if coarsen:
-        blocks = tuple(size * block for size in sizes)
+        # The first (time) member is not coarsened: a wavefront holds at most one block per
+        # step of it, and fewer blocks share out worse on few threads.
+        blocks = (sizes[0], *(size * block for size in sizes[1:]))
         node = node.band_tile(_multi_val(node, blocks))
     partial = node.band_get_partial_schedule()
     diagonal = partial.set_at(0, partial.get_at(0).add(partial.get_at(1)))
