@@ -238,11 +238,10 @@ def original_schedule(scop: Scop) -> isl.Schedule:
 
 # A skewed band (time tiling of a stencil) with more members than this is not used. The 3-deep
 # skewed bands of fdtd-2d, seidel-2d and jacobi-2d pay off tiled whole; a 4-deep one (heat-3d)
-# only with its rows left whole (`MAX_TILED_SKEWED_MEMBERS`, see tiling.py) and on one thread
-# (`DEEP_SKEWED_BAND`): untiled, or tiled in all four members, it ran up to 5x slower than its
-# source order at LARGE size.
+# only with its rows left whole (`MAX_TILED_SKEWED_MEMBERS`, see tiling.py): untiled, or tiled
+# in all four members, it ran up to 5x slower than its source order at LARGE size.
 MAX_SKEWED_BAND = 4
-# A skewed band this deep is used only in a sequential build tiled with the default sizes (see
+# A skewed band this deep is used only on a CPU, tiled with the default sizes (see
 # `deep_skew_pays`).
 DEEP_SKEWED_BAND = 4
 # Nor is any skewed band when every array the scop touches has a known size and together they
@@ -254,10 +253,11 @@ MIN_SKEWED_FOOTPRINT = 256 * 1024
 
 def deep_skew_pays(options: Options) -> str | None:
     """Why a skewed band of `DEEP_SKEWED_BAND` members does not pay off under `options`, or
-    None when it does: tiled with the default sizes (its rows whole) on one thread. heat-3d at
-    LARGE, over gcc -O3: source order 1.1x on 1 thread, 2.65x on 2 (its parallel sweeps stream
-    both arrays on both cores); time-tiled 1.7-1.9x on 1, 2.2-2.4x on 2 (a wavefront of its
-    tiles, whatever the block: the 3-deep tile band leaves too little parallel work in one)."""
+    None when it does: on a CPU, tiled with the default sizes (its rows whole). heat-3d at
+    LARGE, over gcc -O3: source order 1.0-1.1x on 1 thread, 2.15-2.65x on 2 (its parallel
+    sweeps stream both arrays on both cores); time-tiled 1.5-1.6x on 1, 2.1-2.3x on 2 (a
+    wavefront of its tiles). One build runs on any number of threads, so the tiles are kept
+    on several threads too."""
     if not options.tile or options.tile_sizes is not None:
         return "it pays off only tiled with its rows whole (the default tile sizes)"
     if options.target != "cpu":

@@ -130,8 +130,8 @@ INTERLEAVED_ROWS_FACTOR = 2
 # A skewed band deeper than this (heat-3d's: time and three space loops) gets tiles in its
 # outer members only; each tile point runs the rest whole, a row of the innermost array
 # dimension that stays unit-stride, vectorized and unskewed by tile edges. heat-3d at LARGE on
-# one core, over gcc -O3: source order 1.1x, all four members tiled (8x8x16x128) 1.3x and a
-# 36 s compile, the rows whole 1.7-1.9x in 3 s.
+# one core, over gcc -O3: source order 1.0-1.1x, all four members tiled (8x8x16x128) 1.3x and
+# a 36 s compile, the rows whole 1.5-1.9x in 3 s.
 MAX_TILED_SKEWED_MEMBERS = 3
 # The tiles of such a band are cubes (see `whole_row_tile`): 8 for heat-3d at LARGE (rows of
 # 960 B, 2 arrays, an L2 of 512 KiB), which ran 1.6x gcc on one thread and 2.3x on two, against
