@@ -22,13 +22,8 @@ from polyflow.schedule.tiling import (
 )
 from polyflow.target import Caches
 
-# 29^3 doubles, two arrays: 390 KiB, over the footprint below which stencils keep their order
-HEAT_3D = """// polyflow: compiled=heat
-#include <stdio.h>
-#define N 29
-static double A[N][N][N], B[N][N][N];
-static void heat(int steps, int n) {
-  for (int t = 1; t <= steps; t++) {
+# heat-3d's time loop over a grid of run-time size n, shared by the programs below
+HEAT_TIME_LOOP = """  for (int t = 1; t <= steps; t++) {
     for (int i = 1; i < n - 1; i++)
       for (int j = 1; j < n - 1; j++)
         for (int k = 1; k < n - 1; k++)
@@ -42,7 +37,15 @@ static void heat(int steps, int n) {
                      + 0.125 * (B[i][j + 1][k] - 2.0 * B[i][j][k] + B[i][j - 1][k])
                      + 0.125 * (B[i][j][k + 1] - 2.0 * B[i][j][k] + B[i][j][k - 1]) + B[i][j][k];
   }
-}
+"""
+
+# 29^3 doubles, two arrays: 390 KiB, over the footprint below which stencils keep their order
+HEAT_3D = """// polyflow: compiled=heat
+#include <stdio.h>
+#define N 29
+static double A[N][N][N], B[N][N][N];
+static void heat(int steps, int n) {
+""" + HEAT_TIME_LOOP + """}
 int main(void) {
   for (int i = 0; i < N; i++)
     for (int j = 0; j < N; j++)
@@ -61,21 +64,7 @@ HEAT_3D_VLA = """// polyflow: compiled=heat
 #include <stdio.h>
 #include <stdlib.h>
 static void heat(int steps, int n, double A[n][n][n], double B[n][n][n]) {
-  for (int t = 1; t <= steps; t++) {
-    for (int i = 1; i < n - 1; i++)
-      for (int j = 1; j < n - 1; j++)
-        for (int k = 1; k < n - 1; k++)
-          B[i][j][k] = 0.125 * (A[i + 1][j][k] - 2.0 * A[i][j][k] + A[i - 1][j][k])
-                     + 0.125 * (A[i][j + 1][k] - 2.0 * A[i][j][k] + A[i][j - 1][k])
-                     + 0.125 * (A[i][j][k + 1] - 2.0 * A[i][j][k] + A[i][j][k - 1]) + A[i][j][k];
-    for (int i = 1; i < n - 1; i++)
-      for (int j = 1; j < n - 1; j++)
-        for (int k = 1; k < n - 1; k++)
-          A[i][j][k] = 0.125 * (B[i + 1][j][k] - 2.0 * B[i][j][k] + B[i - 1][j][k])
-                     + 0.125 * (B[i][j + 1][k] - 2.0 * B[i][j][k] + B[i][j - 1][k])
-                     + 0.125 * (B[i][j][k + 1] - 2.0 * B[i][j][k] + B[i][j][k - 1]) + B[i][j][k];
-  }
-}
+""" + HEAT_TIME_LOOP + """}
 int main(void) {
   int n = 27;
   double (*A)[n][n] = malloc(sizeof(double) * n * n * n);
