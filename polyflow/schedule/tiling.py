@@ -146,11 +146,16 @@ MIN_WHOLE_ROW_TILE = 4
 JAMMED_ROWS = 8
 
 
+def _power_of_two_at_most(count: int) -> int:
+    """The largest power of two not above `count`; 1 when `count` is below 1."""
+    return 1 << (count.bit_length() - 1) if count > 0 else 1
+
+
 def default_tile_size(element_bytes: int, caches: Caches = GENERIC_CACHES) -> int:
     """The tile size used for every band member when `options.tile_sizes` is None."""
     elements = caches.l1_data // (ARRAYS_PER_TILE * max(element_bytes, 1))
     side = isqrt(elements)
-    power = 1 << (side.bit_length() - 1) if side > 0 else 1
+    power = _power_of_two_at_most(side)
     return max(MIN_TILE_SIZE, min(power, MAX_TILE_SIZE))
 
 
@@ -699,7 +704,7 @@ def stencil_row_tile(rows: int, element_bytes: int, caches: Caches = GENERIC_CAC
     256 against 128: jacobi-2d 1.76x -> 2.07x gcc on one core, 2.7x -> 3.1x on two, fdtd-2d
     2.16x -> 2.32x and 3.3x -> 3.55x (512: as 256)."""
     elements = caches.l2 // (STENCIL_L2_SHARE * max(rows, 1) * max(element_bytes, 1))
-    power = 1 << (elements.bit_length() - 1) if elements > 0 else 1
+    power = _power_of_two_at_most(elements)
     longest = min(MAX_STENCIL_ROW_TILE, MAX_STENCIL_ROW_BYTES // max(element_bytes, 1))
     return max(MIN_TILE_SIZE, min(power, longest))
 
@@ -714,7 +719,7 @@ def whole_row_tile(row_bytes: tuple[int, int] | None, caches: Caches = GENERIC_C
         return WHOLE_ROW_TILE
     rows = int(caches.l2 * REUSE_L2_SHARE) // max(row_bytes[0] * row_bytes[1], 1)
     side = isqrt(rows)
-    power = 1 << (side.bit_length() - 1) if side > 0 else 1
+    power = _power_of_two_at_most(side)
     return max(MIN_WHOLE_ROW_TILE, min(power, MAX_WHOLE_ROW_TILE))
 
 
