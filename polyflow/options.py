@@ -166,6 +166,14 @@ class Options(BaseModel):
         "stencils) as wavefronts of blocks of 2x2 tiles, so that blocks run in parallel",
         json_schema_extra=_POLYHEDRAL,
     )
+    diamond: bool = Field(
+        default=True,
+        description="with `wavefront`, cut a time-tiled stencil's time and first space loop "
+        "into diamonds where the dependences allow (jacobi-2d, fdtd-2d; not seidel-2d's "
+        "in-place update), so that the tiles of a time band start together and the threads "
+        "stay busy",
+        json_schema_extra=_POLYHEDRAL,
+    )
     point_distribution: bool = Field(
         default=True,
         description="in a time-tiled (skewed) tile band of several statements, run the "

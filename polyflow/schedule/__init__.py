@@ -375,6 +375,7 @@ def reschedule_function(
                         "interleaved": band.interleaved,
                         "skewed": band.skewed,
                         "whole_rows": band.whole_rows,
+                        "diamond": band.diamond,
                     },
                 )
     with timer.step("cleanup"):

@@ -655,7 +655,7 @@ def _choose(
         if trip is not None and trip < min_trip:
             reject(loop, f"it runs {trip} iterations, fewer than --min-parallel-trip ({min_trip})")
             continue
-        if _touches_else_region(loop, fn):
+        if _touches_else_region(loop, fn) and not (trust_isl and _isl_independent(loop)):
             continue
         inner_loops = list(_loops(loop))
         if any(inner.name == "affine.parallel" for inner in inner_loops):

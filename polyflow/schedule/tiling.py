@@ -80,6 +80,7 @@ from polyflow.poly.budget import step_budget
 from polyflow.poly.isl_helpers import carries_dependence, maps_of, sets_of
 from polyflow.target import GENERIC_CACHES, Caches, target_of
 
+from .diamond import diamond_wavefront, mirrored_space_member
 from .index_split import split_index_sets
 from .panels import split_dependence_sources
 from .scheduler import check_schedule_legal
@@ -176,6 +177,9 @@ class TiledBand:
     skewed: bool = False
     # its members past `sizes` are not tiled: each point of the tiles runs them whole (rows)
     whole_rows: bool = False
+    # the side of the diamond tiles its wavefront runs (they start together along the first
+    # space loop, `diamond.py`), 0 for none
+    diamond: int = 0
 
     def describe(self) -> str:
         extras = [
@@ -184,7 +188,8 @@ class TiledBand:
                 ("time tiled, skewed", self.skewed),
                 ("innermost loop untiled (whole rows)", self.whole_rows),
                 ("two levels", self.second_level),
-                ("wavefront", self.wavefront),
+                ("wavefront", self.wavefront and not self.diamond),
+                (f"diamond tiles {self.diamond} wide, concurrent start", bool(self.diamond)),
                 ("contraction sizes", self.contraction),
                 ("innermost loop per statement", self.distributed),
                 ("recurrences interleaved", self.interleaved),
@@ -321,6 +326,18 @@ def _tile_subtree(
         if options.tile and sizes is not None and pays and not _has_divisibility_guards(node):
             skewed = _member_iterators(node) is None
             wavefront = options.parallel and options.wavefront and skewed and validity is not None
+            # diamonds where the first space member has a mirror (not with whole rows: the
+            # cube of rows sized for the L2 would be twice as wide in the diamond's middle)
+            mirror = (
+                mirrored_space_member(node, validity)
+                if wavefront
+                and validity is not None
+                and options.diamond
+                and not whole_rows
+                and not options.tile_second_level
+                else None
+            )
+            members = node.band_get_partial_schedule()
             band = TiledBand(
                 sizes,
                 options.tile_second_level,
@@ -328,6 +345,7 @@ def _tile_subtree(
                 roles is not None,
                 skewed=skewed,
                 whole_rows=whole_rows,
+                diamond=sizes[1] * mirror.skew if mirror is not None else 0,
             )
             if whole_rows:
                 node = node.band_split(MAX_TILED_SKEWED_MEMBERS)
@@ -365,7 +383,9 @@ def _tile_subtree(
             node = node.parent()
             if options.tile_second_level:
                 node = node.parent()
-            if wavefront and validity is not None:
+            if mirror is not None:
+                node = diamond_wavefront(node, members, mirror, band.diamond)
+            elif wavefront and validity is not None:
                 node = _wavefront(
                     node,
                     sizes,
