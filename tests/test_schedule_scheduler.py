@@ -951,16 +951,17 @@ def test_stencil_tiles_become_a_wavefront_of_blocks_with_a_parallel_second_loop(
     wave, blocks, tiles = (band_of(result, "S0", depth) for depth in range(3))
     assert wave.band_n_member() == 1 and blocks.band_n_member() == 2
     assert tiles.band_n_member() == 3 and wave.band_get_permutable()
-    # The wavefront is the sum of the first two loops over blocks of 1x2x2 tiles of 32 (the time
-    # tiles are not coarsened), and the block loop below it carries no dependence; inside a
-    # block, tiles go in lexicographic order.
+    # The wavefront is the sum of the block numbers along the first two loops, over blocks of
+    # 1x2x2 tiles of 32 (the time tiles are not coarsened), and the block loop below it
+    # carries no dependence; inside a block, tiles go in lexicographic order.
     plain = member_affs(band_of(tiled("seidel-2d")[2], "S0", 0), "S0")
     size = Options().wavefront_block * 32
     domain = scop.statements[0].domain
     wavefront = isl.Map.from_aff(member_affs(wave, "S0")[0]).intersect_domain(domain)
     tile_loops = [isl.Map.from_aff(aff).intersect_domain(domain) for aff in plain[:2]]
-    block_of = isl.Map(f"{{ [x] -> [{size} * floor(x / {size})] }}")
-    diagonal = tile_loops[0].sum(tile_loops[1].apply_range(block_of))
+    time_block = isl.Map("{ [x] -> [floor(x / 32)] }")
+    space_block = isl.Map(f"{{ [x] -> [floor(x / {size})] }}")
+    diagonal = tile_loops[0].apply_range(time_block).sum(tile_loops[1].apply_range(space_block))
     assert wavefront.is_equal(diagonal)
     assert carries_dependence(wave, 0, deps.validity)
     assert not carries_dependence(blocks, 0, deps.validity)

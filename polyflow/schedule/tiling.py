@@ -50,7 +50,10 @@ array_shapes=None)`:
       (`_wavefront`): blocks of `options.wavefront_block` tiles along each dimension but the first
       (or the second-level tiles) run along
       the anti-diagonals B0 + B1 of their first two dimensions, and the second one, which then
-      carries no dependence, is marked `WAVEFRONT_MARK` for codegen.
+      carries no dependence, is marked `WAVEFRONT_MARK` for codegen. With `options.diamond`,
+      where the band's first space member has a mirror (`diamond.py`: jacobi-2d, fdtd-2d) and
+      its rows are tiled (not whole), the wavefront runs diamond tiles instead, which start
+      together along that member.
     * `accesses` and `validity` given: when a tiled point band's innermost member walks memory
       contiguously for statements below a sequence under it whose own loops stride
       (gramschmidt's column updates), that member moves below those loops, if every dependence
@@ -456,8 +459,8 @@ def _wavefront(
     """A permutable tile band (of a skewed band, the caller checks) of at least
     `MIN_WAVEFRONT_DEPTH` members, every one of which carries a dependence, run as a wavefront:
     with `coarsen`, tiled again into blocks of `block` tiles per dimension but the first (of
-    `sizes` points), and the outer band's first member replaced by the sum of its first two, split
-    after it, with `WAVEFRONT_MARK` above the rest. Every dependence between blocks moves
+    `sizes` points), and the outer band's first member replaced by the sum of the block numbers
+    along its first two, split after it, with `WAVEFRONT_MARK` above the rest. Every dependence between blocks moves
     forward or stays in each member of a permutable band, so blocks with the same sum are
     independent: the second member carries no dependence any more (checked on `validity`).
     Blocks rather than tiles, because the tiles of one anti-diagonal lie far apart in memory:
@@ -473,8 +476,17 @@ def _wavefront(
         # step of it, and fewer blocks share out worse on few threads.
         blocks = (sizes[0], *(size * block for size in sizes[1:]))
         node = node.band_tile(_multi_val(node, blocks))
+    else:
+        blocks = tuple(size * SECOND_LEVEL_FACTOR for size in sizes)
     partial = node.band_get_partial_schedule()
-    diagonal = partial.set_at(0, partial.get_at(0).add(partial.get_at(1)))
+    # The sum of the blocks' numbers, not of their first points' coordinates: a skewed space
+    # block is as long as the time block times the skew (jacobi-2d 64 for 32 steps), and the
+    # coordinates' sum put twice as few blocks on each wavefront (heat-3d: 2.8 blocks each).
+    first, second = (
+        partial.get_at(k).scale_down_val(isl.Val.int_from_si(node.get_ctx(), blocks[k]))
+        for k in (0, 1)
+    )
+    diagonal = partial.set_at(0, first.add(second))
     wavefront = node.delete().insert_partial_schedule(diagonal).band_set_permutable(1)
     if carries_dependence(wavefront, 1, validity):  # cannot happen in a permutable band
         return wavefront.delete().insert_partial_schedule(partial).band_set_permutable(1)
