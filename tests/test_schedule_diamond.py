@@ -126,12 +126,6 @@ def test_diamond_tiles_print_gccs_digits(tmp_path: Path, name: str, threads: int
     check_program_against_gcc(src, tmp_path / "run", Options(opt_level=3, threads=threads))
 
 
-def test_without_diamonds_the_wavefront_prints_the_same_digits(tmp_path: Path) -> None:
-    src = tmp_path / "jacobi.c"
-    src.write_text(PROGRAMS["jacobi"])
-    check_program_against_gcc(src, tmp_path / "run", Options(opt_level=3, diamond=False))
-
-
 def _bands(
     tmp_path: Path, source: str, options: Options
 ) -> tuple[list[dict[str, object]], list[str]]:
