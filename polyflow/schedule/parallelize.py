@@ -655,6 +655,7 @@ def _choose(
         if trip is not None and trip < min_trip:
             reject(loop, f"it runs {trip} iterations, fewer than --min-parallel-trip ({min_trip})")
             continue
+        # (isl's own check, made on the schedule, does not share upstream's mistake)
         if _touches_else_region(loop, fn) and not (trust_isl and _isl_independent(loop)):
             continue
         inner_loops = list(_loops(loop))

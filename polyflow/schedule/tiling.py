@@ -460,8 +460,8 @@ def _wavefront(
     `MIN_WAVEFRONT_DEPTH` members, every one of which carries a dependence, run as a wavefront:
     with `coarsen`, tiled again into blocks of `block` tiles per dimension but the first (of
     `sizes` points), and the outer band's first member replaced by the sum of the block numbers
-    along its first two, split after it, with `WAVEFRONT_MARK` above the rest. Every dependence between blocks moves
-    forward or stays in each member of a permutable band, so blocks with the same sum are
+    along its first two, split after it, with `WAVEFRONT_MARK` above the rest. Every dependence
+    between blocks moves forward or stays in each member of a permutable band, so blocks with the same sum are
     independent: the second member carries no dependence any more (checked on `validity`).
     Blocks rather than tiles, because the tiles of one anti-diagonal lie far apart in memory:
     inside a block, neighbouring tiles still reuse each other's halo (wavefronts of single
@@ -479,9 +479,9 @@ def _wavefront(
     else:
         blocks = tuple(size * SECOND_LEVEL_FACTOR for size in sizes)
     partial = node.band_get_partial_schedule()
-    # The sum of the blocks' numbers, not of their first points' coordinates: a skewed space
-    # block is as long as the time block times the skew (jacobi-2d 64 for 32 steps), and the
-    # coordinates' sum put twice as few blocks on each wavefront (heat-3d: 2.8 blocks each).
+    # The sum of the blocks' numbers, not of their first points' coordinates: the space blocks
+    # are `block` tiles long and the time blocks one, so the coordinates' sum weighed a time
+    # block half as much and put fewer blocks on each wavefront (heat-3d: 2.8 instead of 4.3).
     first, second = (
         partial.get_at(k).scale_down_val(isl.Val.int_from_si(node.get_ctx(), blocks[k]))
         for k in (0, 1)
