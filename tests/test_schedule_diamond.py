@@ -11,38 +11,11 @@ from pathlib import Path
 import islpy as isl
 import pytest
 from difftest import check_program_against_gcc, tiled_bands
+from test_schedule_point_distribution import JACOBI_2D  # 203 x 203: tiled by default
 
 import polyflow
 from polyflow.options import Options
 from polyflow.schedule.diamond import mirrored_space_member
-
-# 160 x 160 doubles, two arrays: 400 KiB, over the footprint below which stencils keep their order
-JACOBI_2D = """// polyflow: compiled=jacobi
-#include <stdio.h>
-#define N 160
-static double A[N][N], B[N][N];
-static void jacobi(int steps, int n) {
-  for (int t = 0; t < steps; t++) {
-    for (int i = 1; i < n - 1; i++)
-      for (int j = 1; j < n - 1; j++)
-        B[i][j] = 0.2 * (A[i][j] + A[i][j - 1] + A[i][j + 1] + A[i + 1][j] + A[i - 1][j]);
-    for (int i = 1; i < n - 1; i++)
-      for (int j = 1; j < n - 1; j++)
-        A[i][j] = 0.2 * (B[i][j] + B[i][j - 1] + B[i][j + 1] + B[i + 1][j] + B[i - 1][j]);
-  }
-}
-int main(void) {
-  for (int i = 0; i < N; i++)
-    for (int j = 0; j < N; j++) {
-      A[i][j] = (double)((i * 7 + j * 3) % 19) / 7.0;
-      B[i][j] = (double)((i * 5 + j * 11) % 23) / 9.0;
-    }
-  jacobi(STEPS, SIZE);
-  for (int i = 0; i < N; i++)
-    for (int j = i % 3; j < N; j += 3) printf("%.17g %.17g\\n", A[i][j], B[i][j]);
-  return 0;
-}
-"""
 
 # fdtd-2d with run-time sizes (variable-length arrays) that are not multiples of a tile
 FDTD_2D = """// polyflow: compiled=fdtd

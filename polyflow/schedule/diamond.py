@@ -13,7 +13,7 @@ iterator flipped, per statement, with constants solved so that every dependence 
 forward along it; None where that is impossible (seidel-2d's in-place update reads the same time
 step's neighbour) or the band is not of that form.
 
-`diamond_wavefront(node, band, mirror, side)`: the tile band `node` (isl `band_tile`'s, scaled
+`diamond_wavefront(node, mirror, side)`: the tile band `node` (isl `band_tile`'s, scaled
 tile loops) replaced by the diamonds' wavefront: (A + B, A, the other members' tiles), with
 A = ⌊h1 / side⌋·side and B the same of the mirror, split after the first member with
 `WAVEFRONT_MARK` above the rest, so codegen makes the A loop parallel. The point band below is
@@ -32,11 +32,13 @@ from polyflow.poly.isl_helpers import maps_of
 
 @dataclass(frozen=True)
 class Mirror:
-    """Member 1's mirror (one affine function per statement) and the band's skew: how many
-    units member 1 moves per unit of member 0 (2 for jacobi-2d's two half steps, 1 for fdtd-2d)."""
+    """Member 1's mirror (one affine function per statement), the band's skew (how many units
+    member 1 moves per unit of member 0: 2 for jacobi-2d's two half steps, 1 for fdtd-2d) and
+    the band's members as they were before tiling (the diamonds cut member 1)."""
 
     member: isl.UnionPwAff
     skew: int
+    band: isl.MultiUnionPwAff
 
 
 def mirrored_space_member(node: isl.ScheduleNode, validity: isl.UnionMap) -> Mirror | None:
@@ -76,7 +78,7 @@ def mirrored_space_member(node: isl.ScheduleNode, validity: isl.UnionMap) -> Mir
     )
     if not dependences.is_subset(time_of.lex_le_union_map(time_of)):
         return None
-    return Mirror(mirror, skew)
+    return Mirror(mirror, skew, band)
 
 
 def _reflect(space: isl.PwAff, time: isl.PwAff) -> tuple[str, isl.Set, isl.Aff, int] | None:
@@ -145,19 +147,17 @@ def _forward_offsets(affs: dict[str, isl.Aff], dependences: isl.UnionMap) -> dic
     return None
 
 
-def diamond_wavefront(
-    node: isl.ScheduleNode, band: isl.MultiUnionPwAff, mirror: Mirror, side: int
-) -> isl.ScheduleNode:
-    """Tile band `node` (over permutable band `band`, tiled by `band_tile`) as diamonds of
-    `side` along member 1 and its `mirror`, run as a wavefront (see the module docstring); the
-    returned node stands at `node`'s position."""
+def diamond_wavefront(node: isl.ScheduleNode, mirror: Mirror, side: int) -> isl.ScheduleNode:
+    """Tile band `node` (of `mirror.band`, tiled by `band_tile`) as diamonds of `side` along
+    member 1 and its mirror, run as a wavefront (see the module docstring); the returned node
+    stands at `node`'s position."""
     ctx = node.get_ctx()
     size = isl.Val.int_from_si(ctx, side)
 
     def tiles(values: isl.UnionPwAff) -> isl.UnionPwAff:
         return values.scale_down_val(size).floor().scale_val(size)
 
-    along, across = tiles(band.get_at(1)), tiles(mirror.member)
+    along, across = tiles(mirror.band.get_at(1)), tiles(mirror.member)
     tile = node.band_get_partial_schedule()
     diamonds = tile.set_at(0, along.add(across)).set_at(1, along)
     node = node.delete().insert_partial_schedule(diamonds).band_set_permutable(1)

@@ -340,7 +340,6 @@ def _tile_subtree(
                 and not options.tile_second_level
                 else None
             )
-            members = node.band_get_partial_schedule()
             band = TiledBand(
                 sizes,
                 options.tile_second_level,
@@ -387,7 +386,7 @@ def _tile_subtree(
             if options.tile_second_level:
                 node = node.parent()
             if mirror is not None:
-                node = diamond_wavefront(node, members, mirror, band.diamond)
+                node = diamond_wavefront(node, mirror, band.diamond)
             elif wavefront and validity is not None:
                 node = _wavefront(
                     node,
