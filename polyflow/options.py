@@ -190,6 +190,15 @@ class Options(BaseModel):
         "along a contiguous loop (bicg, mvt, trisolv), unroll 8 rows and jam them into it",
         json_schema_extra=_POLYHEDRAL,
     )
+    row_strips: bool = Field(
+        default=True,
+        description="where consecutive loop nests each run along rows that no dependence "
+        "crosses, some of them recurrences (adi's forward and backward sweeps, deriche's "
+        "passes), run them strip by strip: 8 rows at a time through all of them, those rows "
+        "unrolled and jammed into each nest's loop, so that their chains overlap and the "
+        "strip's data stays in cache from one nest to the next",
+        json_schema_extra=_POLYHEDRAL,
+    )
     index_split: bool = Field(
         default=True,
         description="cut a loop whose carried dependences all start or end at one iteration "

@@ -6,6 +6,8 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 from polyflow.ir.names import NOALIAS_ATTR
+from polyflow.lowering.alias_scopes import scope_noalias_accesses
+from polyflow.lowering.carried_values import carry_stored_values
 from polyflow.lowering.float_reductions import deterministic_float_reductions
 from polyflow.lowering.libm_calls import call_libm_for_inexact_math
 
@@ -95,6 +97,8 @@ def lower_to_llvm_dialect(
     `gpu.launch_func`), which become calls of the CUDA runtime (drivers/cuda_runtime.c)."""
     with module.context:
         call_libm_for_inexact_math(module)
+        with ir.Location.unknown():
+            carry_stored_values(module)
         if fast_math:
             allow_fast_math(module)
         noalias = _noalias_pointer_positions(module)
@@ -119,6 +123,7 @@ def lower_to_llvm_dialect(
             pipeline += f",{LINE_TABLES}"
         PassManager.parse(f"builtin.module({pipeline})").run(module.operation)
         _mark_noalias_pointers(module, noalias)
+        scope_noalias_accesses(module, noalias)
     return module
 
 

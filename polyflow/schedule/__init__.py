@@ -376,6 +376,7 @@ def reschedule_function(
                         "skewed": band.skewed,
                         "whole_rows": band.whole_rows,
                         "diamond": band.diamond,
+                        "row_strips": band.row_strips,
                     },
                 )
     with timer.step("cleanup"):

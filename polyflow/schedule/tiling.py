@@ -86,6 +86,7 @@ from polyflow.target import GENERIC_CACHES, Caches, target_of
 from .diamond import diamond_wavefront, mirrored_space_member
 from .index_split import split_index_sets
 from .panels import split_dependence_sources
+from .row_strips import STRIP_ROWS, is_row_strip, strip_rows_across_nests
 from .scheduler import check_schedule_legal
 
 if TYPE_CHECKING:
@@ -183,8 +184,16 @@ class TiledBand:
     # the side of the diamond tiles its wavefront runs (they start together along the first
     # space loop, `diamond.py`), 0 for none
     diamond: int = 0
+    # not a tiled band but strips of `sizes[0]` rows run through this many loop nests
+    # (`row_strips.py`), 0 for none
+    row_strips: int = 0
 
     def describe(self) -> str:
+        if self.row_strips:
+            return (
+                f"rows in strips of {self.sizes[0]} through {self.row_strips} loop nests "
+                "(rows unrolled and jammed)"
+            )
         extras = [
             name
             for name, on in (
@@ -269,6 +278,30 @@ def _tile_subtree(
 ) -> isl.ScheduleNode:
     """`node`'s subtree with its outermost tileable bands tiled (each appended to `tiled`);
     returns the node at `node`'s position in the new tree."""
+    if (
+        options.row_strips
+        and validity is not None
+        and node.get_type() == isl.schedule_node_type.sequence
+    ):
+        node, runs = strip_rows_across_nests(node, validity)
+        for nests in runs:
+            tiled.append(TiledBand((STRIP_ROWS,), False, False, False, row_strips=nests))
+        if runs:
+            # the runs' nests are done; the other children are tiled as usual
+            if node.get_type() != isl.schedule_node_type.sequence:
+                return node
+            for pos in range(node.n_children()):
+                if not is_row_strip(node.child(pos)):
+                    node = _tile_subtree(
+                        node.child(pos),
+                        options=options,
+                        element_bytes=element_bytes,
+                        strides=strides,
+                        validity=validity,
+                        shapes=shapes,
+                        tiled=tiled,
+                    ).parent()
+            return node
     if _is_permutable_band(node):
         whole_rows = _leaves_rows_whole(node, options)
         tiled_members = MAX_TILED_SKEWED_MEMBERS if whole_rows else node.band_n_member()
