@@ -83,7 +83,8 @@ def _forwards(loop: ir.Operation) -> list[_Forward]:
     for load in (op for op in ops if op.name == "affine.load"):
         target = load.operands[0]
         wanted = _subscripts(load)
-        if wanted is None:
+        # its first value is read before the loop: from the loop variable and values there
+        if wanted is None or any(_defined_in(value, body) for value in load.operands):
             continue
         writers = [s for s in stores if s.operands[1] == target]
         if any(not _distinct(s.operands[1], target) for s in stores if s.operands[1] != target):
@@ -103,6 +104,12 @@ def _forwards(loop: ir.Operation) -> list[_Forward]:
         if safe and len(sources) == 1:
             found.append(_Forward(load, sources[0]))
     return found
+
+
+def _defined_in(value: ir.Value, body: ir.Block) -> bool:
+    """Whether `value` is defined by an op of `body` (the loop's own variable is not)."""
+    owner = value.owner
+    return not isinstance(owner, ir.Block) and owner.operation.block == body
 
 
 def _carry(loop: ir.Operation, forwards: list[_Forward]) -> None:
