@@ -193,7 +193,7 @@ class Options(BaseModel):
     row_strips: bool = Field(
         default=True,
         description="where consecutive loop nests each run along rows that no dependence "
-        "crosses, some of them recurrences (adi's forward and backward sweeps), run them "
+        "crosses, each a recurrence along the rows (adi's forward and backward sweeps), run them "
         "strip by strip: 8 rows at a time through all of them, those rows "
         "unrolled and jammed into each nest's loop, so that their chains overlap and the "
         "strip's data stays in cache from one nest to the next",

@@ -129,14 +129,16 @@ NESTS = [
     "[N] -> [{ F[i, j] -> [(i)] }, { F[i, j] -> [(j)] }]",
     "[N] -> [{ B[i, j] -> [(i)] }, { B[i, j] -> [(-j)] }]",
 ]
-# F: a forward recurrence along each row; B runs backwards along the rows F wrote
+# F: a forward recurrence along each row; B a backward one along the rows F wrote
 RECURRENCE = "F[i, j] -> F[i, j + 1] : 0 <= i < N and 0 < j < N - 1"
+BACKWARD = "B[i, j] -> B[i, j - 1] : 0 <= i < N and 1 < j < N"
 
 
 def test_nests_whose_dependences_stay_in_their_row_go_into_strips() -> None:
     node = _sequence(DOMAIN, NESTS)
     validity = isl.UnionMap.read_from_str(
-        node.get_ctx(), f"[N] -> {{ {RECURRENCE}; F[i, j] -> B[i, j] : 0 <= i < N and 0 < j < N }}"
+        node.get_ctx(),
+        f"[N] -> {{ {RECURRENCE}; {BACKWARD}; F[i, j] -> B[i, j] : 0 <= i < N and 0 < j < N }}",
     )
     stripped, runs = strip_rows_across_nests(node, validity)
     assert runs == [2]
@@ -151,15 +153,22 @@ def test_a_dependence_to_another_row_keeps_the_nests_apart() -> None:
     node = _sequence(DOMAIN, NESTS)
     validity = isl.UnionMap.read_from_str(
         node.get_ctx(),
-        f"[N] -> {{ {RECURRENCE}; F[i, j] -> B[i + 1, j] : 0 <= i < N - 1 and 0 < j < N }}",
+        f"[N] -> {{ {RECURRENCE}; {BACKWARD}; F[i, j] -> B[i + 1, j] : 0 <= i < N - 1 and 0 < j < N }}",
     )
     stripped, runs = strip_rows_across_nests(node, validity)
     assert stripped is node and runs == []
 
 
-def test_nests_with_no_recurrence_are_left_to_tiling() -> None:
+@pytest.mark.parametrize(
+    "dependences",
+    [
+        "F[i, j] -> B[i, j] : 0 <= i < N and 0 < j < N",
+        # B is no recurrence (gemver's update of A before its sum): its rows gain nothing jammed
+        f"{RECURRENCE}; F[i, j] -> B[i, j] : 0 <= i < N and 0 < j < N",
+    ],
+    ids=["no_recurrence", "one_recurrence"],
+)
+def test_nests_that_are_not_all_recurrences_are_left_to_tiling(dependences: str) -> None:
     node = _sequence(DOMAIN, NESTS)
-    validity = isl.UnionMap.read_from_str(
-        node.get_ctx(), "[N] -> { F[i, j] -> B[i, j] : 0 <= i < N and 0 < j < N }"
-    )
+    validity = isl.UnionMap.read_from_str(node.get_ctx(), f"[N] -> {{ {dependences} }}")
     assert strip_rows_across_nests(node, validity)[1] == []

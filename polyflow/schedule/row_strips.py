@@ -1,6 +1,6 @@
 """Row strips across loop nests: consecutive nests of a sequence whose dependences never leave a
-row (adi's forward and backward sweeps along each row, or along each column) run strip by
-strip. A strip loop over `rows` rows at a time goes around all of them; inside it each
+row, each a recurrence along its other loop (adi's forward and backward sweeps along each row,
+or along each column), run strip by strip. A strip loop over `rows` rows at a time goes around all of them; inside it each
 nest runs its other loop with the strip's rows unrolled in its body (unroll and jam), so a
 recurrence along that loop gets `rows` independent chains side by side, every row's data is
 walked contiguously, and what one nest writes is still in cache when the next reads it.
@@ -51,12 +51,21 @@ class _Nest:
 def strip_rows_across_nests(
     node: isl.ScheduleNode, validity: isl.UnionMap, *, rows: int = STRIP_ROWS
 ) -> tuple[isl.ScheduleNode, list[int]]:
-    """Sequence `node` with each run of consecutive row-aligned nests (at least two, one of them
-    a recurrence) in strips of `rows` rows (see the module docstring), where the whole result is
+    """Sequence `node` with each run of consecutive row-aligned nests (at least two, all of them
+    recurrences) in strips of `rows` rows (see the module docstring), where the whole result is
     legal; the node at `node`'s position, and the number of nests of each run put in strips
     (none: `node` unchanged)."""
     if node.get_type() != isl.schedule_node_type.sequence or rows < 2:
         return node, []
+    try:
+        return _strip_runs(node, validity, rows)
+    except isl.Error:  # a tree shape this did not foresee: the nests stay as they are
+        return node, []
+
+
+def _strip_runs(
+    node: isl.ScheduleNode, validity: isl.UnionMap, rows: int
+) -> tuple[isl.ScheduleNode, list[int]]:
     prefix = node.get_prefix_schedule_union_map()
     # dependences whose ends share every outer loop's value: the ones the sequence orders
     inner = _same_prefix(validity, prefix)
@@ -104,9 +113,11 @@ def _group_runs(node: isl.ScheduleNode, runs: list[tuple[int, list[int]]]) -> is
         filters = filters.add(group)
         pos += length
     node = node.insert_sequence(filters)
-    # each child not in a run has a sequence of one child below its filter: back into `node`
+    # each child not in a run may have a sequence of one child below its filter: back into
+    # `node` (isl may have left the child's own subtree there already)
     for position in reversed(kept):
-        node = node.sequence_splice_child(position)
+        if node.child(position).child(0).get_type() == isl.schedule_node_type.sequence:
+            node = node.sequence_splice_child(position)
     return node
 
 
@@ -175,7 +186,7 @@ def _keeps_equal(deps: isl.UnionMap, source: isl.UnionPwAff, sink: isl.UnionPwAf
 
 
 def _aligned_runs(nests: list[_Nest | None], inner: isl.UnionMap) -> list[tuple[int, list[int]]]:
-    """The runs of consecutive nests (at least two, one a recurrence) whose dependences all go
+    """The runs of consecutive nests (at least two, all recurrences) whose dependences all go
     between equal rows, longest first from the left: each run's first position and the row
     member chosen in each of its nests."""
     runs: list[tuple[int, list[int]]] = []
@@ -185,7 +196,10 @@ def _aligned_runs(nests: list[_Nest | None], inner: isl.UnionMap) -> list[tuple[
         for last in range(len(nests) - 1, first, -1):
             run = nests[first : last + 1]
             present = [nest for nest in run if nest is not None and nest.rows]
-            if len(present) < len(run) or not any(nest.recurrence for nest in present):
+            # only recurrences: a nest without one gains nothing from its rows jammed and may
+            # lose its vector loop along them (gemver's update of A, strips over its columns:
+            # 0.7x)
+            if len(present) < len(run) or not all(nest.recurrence for nest in present):
                 continue
             chosen = _aligned_rows(present, inner)
             if chosen is not None:
