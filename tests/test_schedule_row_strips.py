@@ -172,3 +172,22 @@ def test_nests_that_are_not_all_recurrences_are_left_to_tiling(dependences: str)
     node = _sequence(DOMAIN, NESTS)
     validity = isl.UnionMap.read_from_str(node.get_ctx(), f"[N] -> {{ {dependences} }}")
     assert strip_rows_across_nests(node, validity)[1] == []
+
+
+def test_a_run_after_another_nest_gets_its_own_child() -> None:
+    # an initialization loop, then the two sweeps: the sweeps are grouped under one child of
+    # the sequence, the initialization stays a child of its own (covariance's shape, where isl
+    # had already dissolved the one-child sequence the grouping leaves above it)
+    domain = DOMAIN.replace("{ F", "{ I[i] : 0 <= i < N; F")
+    node = _sequence(domain, ["[N] -> [{ I[i] -> [(i)] }]", *NESTS])
+    validity = isl.UnionMap.read_from_str(
+        node.get_ctx(),
+        f"[N] -> {{ {RECURRENCE}; {BACKWARD}; I[i] -> F[i, 1] : 0 <= i < N and N > 1; "
+        "F[i, j] -> B[i, j] : 0 <= i < N and 0 < j < N }",
+    )
+    stripped, runs = strip_rows_across_nests(node, validity)
+    assert runs == [2]
+    assert stripped.get_type() == isl.schedule_node_type.sequence and stripped.n_children() == 2
+    first = stripped.child(0).child(0)
+    assert first.get_type() == isl.schedule_node_type.band and first.band_n_member() == 1
+    assert "I[" in str(stripped.child(0).filter_get_filter())
