@@ -380,12 +380,17 @@ import sys, time
 from polyflow.tune.worker import compile_phase
 
 def work():
-    end = time.monotonic() + float(sys.argv[2])
+    # seconds of its own running: a stop (while a kernel is timed) does not use them up, so it
+    # still runs after the last timing however long the timings take on a loaded machine
+    left, last = float(sys.argv[2]), time.monotonic()
     with open(sys.argv[1], "a") as log:
-        while time.monotonic() < end:
+        while left > 0:
             log.write(f"{time.monotonic():.6f}\\n")
             log.flush()
             time.sleep(0.005)
+            now = time.monotonic()
+            left -= min(now - last, 0.05)
+            last = now
 
 compile_phase(work)
 """
