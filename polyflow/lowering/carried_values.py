@@ -84,7 +84,7 @@ def _forwards(loop: ir.Operation) -> list[_Forward]:
         target = load.operands[0]
         wanted = _subscripts(load)
         # its first value is read before the loop: from the loop variable and values there
-        if wanted is None or any(_defined_in(value, body) for value in load.operands):
+        if wanted is None or any(_defined_in(value, body, iv) for value in load.operands):
             continue
         writers = [s for s in stores if s.operands[1] == target]
         if any(not _distinct(s.operands[1], target) for s in stores if s.operands[1] != target):
@@ -106,10 +106,13 @@ def _forwards(loop: ir.Operation) -> list[_Forward]:
     return found
 
 
-def _defined_in(value: ir.Value, body: ir.Block) -> bool:
-    """Whether `value` is defined by an op of `body` (the loop's own variable is not)."""
+def _defined_in(value: ir.Value, body: ir.Block, iv: ir.Value) -> bool:
+    """Whether `value` is defined in `body`: by one of its ops, or as one of its carried values
+    (the loop's own variable is not)."""
     owner = value.owner
-    return not isinstance(owner, ir.Block) and owner.operation.block == body
+    if isinstance(owner, ir.Block):
+        return owner == body and value != iv
+    return owner.operation.block == body
 
 
 def _carry(loop: ir.Operation, forwards: list[_Forward]) -> None:
