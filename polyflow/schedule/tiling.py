@@ -286,21 +286,8 @@ def _tile_subtree(
         node, runs = strip_rows_across_nests(node, validity)
         for nests in runs:
             tiled.append(TiledBand((STRIP_ROWS,), False, False, False, row_strips=nests))
-        if runs:
-            # the runs' nests are done; the other children are tiled as usual
-            if node.get_type() != isl.schedule_node_type.sequence:
-                return node
-            for pos in range(node.n_children()):
-                if not is_row_strip(node.child(pos)):
-                    node = _tile_subtree(
-                        node.child(pos),
-                        options=options,
-                        element_bytes=element_bytes,
-                        strides=strides,
-                        validity=validity,
-                        shapes=shapes,
-                        tiled=tiled,
-                    ).parent()
+        # the runs' nests are done (a sequence's other children are tiled below, as usual)
+        if runs and node.get_type() != isl.schedule_node_type.sequence:
             return node
     if _is_permutable_band(node):
         whole_rows = _leaves_rows_whole(node, options)
@@ -455,6 +442,8 @@ def _tile_subtree(
         if options.interleave and validity is not None and _jammable(node, strides):
             return jam_rows(node, validity, rows=JAMMED_ROWS)
     for pos in range(node.n_children()):
+        if is_row_strip(node.child(pos)):
+            continue
         node = _tile_subtree(
             node.child(pos),
             options=options,
