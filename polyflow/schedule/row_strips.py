@@ -319,15 +319,26 @@ def _has_band_below(node: isl.ScheduleNode) -> bool:
 def is_row_strip(child: isl.ScheduleNode) -> bool:
     """Whether `child` of a sequence holds a run `strip_rows_across_nests` put in strips: its
     filter over a strip band, or over a sequence of such a band and the rows left over."""
-    below = child.child(0)
-    if below.get_type() == isl.schedule_node_type.sequence:
-        below = below.child(0).child(0)
-    return (
-        below.get_type() == isl.schedule_node_type.band
-        and below.band_n_member() == 1
-        and below.child(0).get_type() == isl.schedule_node_type.sequence
-        and _unrolled_innermost(below.child(0).child(0).child(0))
-    )
+    if child.get_type() != isl.schedule_node_type.filter:
+        return False
+    below = _only_child(child)
+    if below is not None and below.get_type() == isl.schedule_node_type.sequence:
+        below = _only_child(below.child(0))
+    if (
+        below is None
+        or below.get_type() != isl.schedule_node_type.band
+        or below.band_n_member() != 1
+    ):
+        return False
+    runs = _only_child(below)
+    if runs is None or runs.get_type() != isl.schedule_node_type.sequence:
+        return False
+    first = _only_child(runs.child(0))
+    return first is not None and _unrolled_innermost(first)
+
+
+def _only_child(node: isl.ScheduleNode) -> isl.ScheduleNode | None:
+    return node.child(0) if node.n_children() > 0 else None
 
 
 def _unrolled_innermost(band: isl.ScheduleNode) -> bool:
