@@ -319,7 +319,8 @@ class Options(BaseModel):
         default=8192,  # schedule/parallelize.py's MIN_PARALLEL_WORK
         ge=0,
         description="do not parallelize a loop nest known to run fewer innermost iterations "
-        "than this in all (forking and joining the threads would cost more)",
+        "than this in all (forking and joining the threads would cost more), nor one forked "
+        "on each of many outer iterations that runs fewer than 8 times this",
         json_schema_extra=_POLYHEDRAL,
     )
     tuned: bool = Field(

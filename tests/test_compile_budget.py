@@ -490,6 +490,56 @@ def test_a_3d_stencil_of_constant_size_schedules_in_seconds(size: int, tmp_path:
     assert "kernel_heat_3d" in report.compiled
 
 
+LINEARIZED = """#include <stdio.h>
+
+void kernel(int n, int *restrict E) {
+  for (int i = 0; i <= n + 1; i++)
+    for (long j = 1; j < i + 1; j++)
+      E[(2 * i * 18 + j + i - 1) * 19 + i + 1] =
+          (E[((n + 1 - j) * 18 + n + 1 - j) * 19 + j + 7 - i]
+           / ((E[(i * 18 + i) * 19 + j + i + 2] & 15) + 1)) % 997;
+}
+
+int main(void) {
+  static int E[5814];
+  for (int x = 0; x < 5814; x++) E[x] = x * 3 % 20 - 13;
+  kernel(7, E);
+  long cs = 0;
+  for (int x = 0; x < 5814; x++) cs = (cs * 31 + E[x]) % 1000000007;
+  printf("E %ld\\n", cs);
+  return 0;
+}
+"""
+
+
+def test_dependences_with_huge_modulo_coefficients_keep_the_source_order_at_once(
+    tmp_path: Path,
+) -> None:
+    """Coupled subscripts of a linearized array leave dependences with coefficients in the
+    hundreds of thousands under modulo conditions: isl's scheduler spent minutes on them (the
+    random program of seed 5, 90 s scheduling and 16 s per legality check) in arithmetic its
+    operation count does not see. The scop keeps its order at once, with a note."""
+    source = tmp_path / "linearized.c"
+    source.write_text(LINEARIZED)
+    guarded = O3.model_copy(update={"compile_timeout": 30})  # a regression fails, not hangs
+    report = _build_and_compare(source, tmp_path, guarded, cache=None)
+    kept = [n for n in report.notes if "modulo conditions with coefficients up to" in n]
+    assert kept and "source order kept" in kept[0], report.notes
+    assert not [w for w in report.warnings if "compile-timeout" in w], report.warnings
+    assert report.timings["affine-opt"] < 15, report.timings
+
+
+def test_the_largest_quantified_coefficient_looks_only_at_relations_with_divisions() -> None:
+    from polyflow.schedule.dependences import largest_quantified_coefficient
+
+    plain = isl.UnionMap("{ S[i] -> S[i + 5000] : 0 <= i < 10 }")
+    assert largest_quantified_coefficient(plain) == 0
+    strided = isl.UnionMap("{ S[i] -> S[j] : j = i + 2 and i mod 2 = 0 and 0 <= i < 9 }")
+    assert 0 < largest_quantified_coefficient(strided) <= 2
+    coupled = isl.UnionMap("{ S[i] -> S[j] : 361i - 704j = 13376 * floor((i + j) / 7) }")
+    assert largest_quantified_coefficient(coupled) >= 13376
+
+
 def test_dependences_are_merged_unless_merging_grows_a_piece() -> None:
     from polyflow.schedule.dependences import coalesce_dependences
 

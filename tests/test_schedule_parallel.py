@@ -553,3 +553,64 @@ def test_isl_independent_loops_only_replace_parallel_loops_inside_them(
         rows = fn.regions[0].blocks[0].operations[0].operation
         chosen = choose_parallel_loops(fn, parallel_reductions=True, min_trip=8)
         assert [loop for loop, _ in chosen] == ([rows] if outer_chosen else [])
+
+
+# doitgen's shape: for each (r, q), tiles of p over a row of 160 (5 tiles of 32 columns, each
+# summing over 160 rows), the sum kept in one shared row, so only the tile loop is parallel.
+REPEATED_TILES = """
+func.func @f(%nr: index, %nq: index, %np: index, %A: memref<150x140x160xf64>,
+             %C: memref<160x160xf64>, %sum: memref<160xf64>) {
+  affine.for %r = 0 to %nr {
+    affine.for %q = 0 to %nq {
+      affine.for %pt = 0 to %np step 32 {
+        affine.for %s = 0 to %np {
+          affine.for %p = affine_map<(d0) -> (d0)>(%pt) to min affine_map<(d0)[s0] -> (d0 + 32, s0)>(%pt)[%np] {
+            %a = affine.load %A[%r, %q, %s] : memref<150x140x160xf64>
+            %c = affine.load %C[%s, %p] : memref<160x160xf64>
+            %m = arith.mulf %a, %c : f64
+            %o = affine.load %sum[%p] : memref<160xf64>
+            %n = arith.addf %o, %m : f64
+            affine.store %n, %sum[%p] : memref<160xf64>
+          }
+        }
+      }
+      affine.for %p = 0 to %np {
+        %v = affine.load %sum[%p] : memref<160xf64>
+        affine.store %v, %A[%r, %q, %p] : memref<150x140x160xf64>
+      }
+    }
+  }
+  return
+}
+"""
+
+
+def test_a_small_nest_forked_on_each_outer_iteration_stays_sequential() -> None:
+    """doitgen's column tiles (5 of them, 25 600 iterations per fork, forked 21 000 times) ran
+    40% slower on two threads than on one: a nest that small inside sequential loops is not
+    forked; the tile loop's trips come from its point loop's array extent."""
+    with ir.Context():
+        module = ir.Module.parse(REPEATED_TILES)
+        fn = module.body.operations[0].operation
+        rows = fn.regions[0].blocks[0].operations[0].operation
+        tiles = rows.regions[0].blocks[0].operations[0].operation.regions[0].blocks[0]
+        tile_loop = tiles.operations[0].operation
+        assert bounded_work(tile_loop) == 5 * 160 * 32
+        kept: list[tuple[ir.Operation, str]] = []
+        chosen = choose_parallel_loops(
+            fn, parallel_reductions=True, min_trip=8, kept_sequential=kept
+        )
+        assert chosen == []
+        reasons = [reason for _, reason in kept]
+        assert any("forked on each of more than 64 iterations" in r for r in reasons), reasons
+        # forked 4 times only (the loops around it run twice each), the same nest is parallel
+        once = ir.Module.parse(
+            REPEATED_TILES.replace("%r = 0 to %nr", "%r = 0 to 2").replace(
+                "%q = 0 to %nq", "%q = 0 to 2"
+            )
+        )
+        fn = once.body.operations[0].operation
+        rows = fn.regions[0].blocks[0].operations[0].operation
+        tiles = rows.regions[0].blocks[0].operations[0].operation.regions[0].blocks[0]
+        chosen = choose_parallel_loops(fn, parallel_reductions=True, min_trip=1)
+        assert [loop for loop, _ in chosen] == [tiles.operations[0].operation]

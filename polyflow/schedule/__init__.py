@@ -54,7 +54,12 @@ from polyflow.report import Json, Remark
 from polyflow.target import target_of
 
 from .codegen import CodegenError, generate
-from .dependences import Dependences, compute_dependences
+from .dependences import (
+    MAX_QUANTIFIED_COEFFICIENT,
+    Dependences,
+    compute_dependences,
+    largest_quantified_coefficient,
+)
 from .gpu_order import coincident_first
 from .model import Scop, ScopRegion, extract_scops
 from .scheduler import (
@@ -289,11 +294,14 @@ def reschedule_function(
                 schedule = _new_schedule(scop, deps, options, notes, located)
             if schedule is None:
                 continue
+            # (schedule_scop checked isl's schedule; reordering it for the GPU needs a check)
             if options.target == "cuda":
                 schedule = coincident_first(schedule)
-            if not check_schedule_legal(schedule, deps.validity):
-                notes.append(f"{where}: the schedule violates a dependence; source order kept")
-                continue
+                if not check_schedule_legal(schedule, deps.validity):
+                    notes.append(
+                        f"{where}: the schedule violates a dependence; source order kept"
+                    )
+                    continue
             skew_depth = deepest_skewed_band(schedule)
             if skew_depth > MAX_SKEWED_BAND:
                 notes.append(
@@ -385,7 +393,9 @@ def reschedule_function(
 
 
 def _dependences(scop: Scop, options: Options, notes: list[str], where: str) -> Dependences | None:
-    """The scop's dependences; None (with a note) where isl's budget for them runs out.
+    """The scop's dependences; None (with a note) where isl's budget for them runs out, or
+    where they are beyond what isl's scheduler handles in bounded time
+    (`MAX_QUANTIFIED_COEFFICIENT`).
 
     Then the scop keeps its code, and its loops are parallelized by MLIR's per-loop dependence
     analysis alone (`schedule-parallelize`, which runs whatever happens here). isl's scheduler
@@ -393,13 +403,24 @@ def _dependences(scop: Scop, options: Options, notes: list[str], where: str) -> 
     operation count (isl counts only part of its work), and on the inputs whose dataflow runs out
     it ran for minutes with them."""
     try:
-        return compute_dependences(scop, max_operations=step_budget("dependences", options))
+        deps = compute_dependences(scop, max_operations=step_budget("dependences", options))
     except BudgetExhausted as exc:
         notes.append(
             f"{where}: source order kept: {exc}; its loops are parallelized by MLIR's "
             "dependence analysis only"
         )
         return None
+    coefficient = largest_quantified_coefficient(deps.validity)
+    if coefficient > MAX_QUANTIFIED_COEFFICIENT:
+        notes.append(
+            f"{where}: source order kept: its dependences hold modulo conditions with "
+            f"coefficients up to {coefficient:,} (over {MAX_QUANTIFIED_COEFFICIENT:,}), which "
+            "isl's scheduler cannot handle in bounded time (coupled subscripts of a linearized "
+            "array, not split into dimensions); its loops are parallelized by MLIR's "
+            "dependence analysis only"
+        )
+        return None
+    return deps
 
 
 def _new_schedule(

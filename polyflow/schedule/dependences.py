@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import islpy as isl
 
@@ -36,9 +37,9 @@ class Dependences:
     waw: isl.UnionMap
     live_in: isl.UnionMap  # reads of values written before the scop: { S[i] -> A[...] }
 
-    @property
+    @cached_property
     def all(self) -> isl.UnionMap:
-        """RAW ∪ WAR ∪ WAW."""
+        """RAW ∪ WAR ∪ WAW (computed once: coalescing them is not free)."""
         return coalesce_dependences(self.raw.union(self.war).union(self.waw))
 
     @property
@@ -55,6 +56,34 @@ class Dependences:
     def coincidence(self) -> isl.UnionMap:
         """What a parallel dimension must not carry: all dependences."""
         return self.all
+
+
+# Past this, a coefficient in a dependence that has existentially quantified variables (modulo
+# conditions) marks one isl's scheduler and legality checks cannot handle in bounded time: they
+# spend it in arithmetic its operation count does not see (a random program whose linearized
+# subscripts left coefficients in the millions took 90 s to schedule and 16 s per check;
+# PolyBench's and the random programs' others stay below 30).
+MAX_QUANTIFIED_COEFFICIENT = 1024
+
+
+def largest_quantified_coefficient(relation: isl.UnionMap) -> int:
+    """The largest absolute coefficient of a variable (input, output or existentially
+    quantified) in the constraints of `relation`'s basic maps that quantify some variable."""
+    largest = 0
+    for part in ih.maps_of(relation):
+        basics: list[isl.BasicMap] = []
+        part.foreach_basic_map(basics.append)
+        for basic in basics:
+            if basic.dim(isl.dim_type.div) == 0:
+                continue
+            constraints: list[isl.Constraint] = []
+            basic.foreach_constraint(constraints.append)
+            for constraint in constraints:
+                for kind in (isl.dim_type.in_, isl.dim_type.out, isl.dim_type.div):
+                    for k in range(basic.dim(kind)):
+                        value = abs(constraint.get_coefficient_val(kind, k).to_python())
+                        largest = max(largest, value)
+    return largest
 
 
 def compute_dependences(

@@ -23,6 +23,11 @@ A loop becomes parallel when all of these hold:
   `MAX_INNER_FORK_JOINS` iterations in all: that would fork and join the threads once per
   outer iteration for little work (symm's inner reduction ran 1.2 million parallel regions of
   a few hundred iterations each);
+- it is not a loop nest inside sequential loops that may run more than `MAX_INNER_FORK_JOINS`
+  iterations in all whose nest is known to run fewer than `REPEATED_PARALLEL_WORK_FACTOR`
+  times `min_work` innermost iterations: forked on each outer iteration, the fork and join
+  cost about what two threads save (doitgen's loop over 5 column tiles of 25 600 iterations,
+  forked 21 000 times, ran 40% slower on 2 threads than on 1);
 - it is not a nest known to run fewer than `min_work` innermost iterations (the pass option;
   `Options.min_parallel_work`, `MIN_PARALLEL_WORK` by default) whatever its bounds' values
   (`bounded_work`: a tile's point loops, a loop over a small array), even once: the fork and join cost more than sharing saves (lu's tiled code, parallel over 32 rows
@@ -137,6 +142,11 @@ MAX_INNER_FORK_JOINS = 64
 # Nor does a loop nest known to run fewer innermost iterations than this (whatever its bounds'
 # values: tile-sized loops), as a fork and join costs microseconds.
 MIN_PARALLEL_WORK = 8192
+# And a loop nest forked on each iteration of sequential loops (more than MAX_INNER_FORK_JOINS
+# of them) only when it runs at least this many times that (65 536 by default): a fork and
+# join here costs about 5 µs, what a core does with some 30 000 innermost iterations of a
+# vectorized body.
+REPEATED_PARALLEL_WORK_FACTOR = 8
 
 
 def _isl_independent(loop: ir.Operation) -> bool:
@@ -293,6 +303,8 @@ def bounded_work(loop: ir.Operation) -> int | None:
     if trips is None:
         trips = _extent_bound(loop)
     if trips is None:
+        trips = _tile_extent_bound(loop)
+    if trips is None:
         return None
     body = 0
     for inner in _child_loops(loop):
@@ -301,6 +313,38 @@ def bounded_work(loop: ir.Operation) -> int | None:
             return None
         body += work
     return trips * max(1, body)
+
+
+def _tile_extent_bound(loop: ir.Operation) -> int | None:
+    """For a tile loop (a loop inside it starts at its counter: a tile's point loop), the
+    tiles an array extent allows: the point loop's `_extent_bound` over the tile loop's step.
+    None when no such point loop says. A cost estimate, like `_extent_bound`."""
+    counter = loop.regions[0].blocks[0].arguments[0]
+    step = ir.IntegerAttr(loop.attributes["step"]).value
+    best: int | None = None
+    for inner in _loops(loop):
+        if inner.name != "affine.for" or inner == loop:
+            continue
+        lower = ir.AffineMapAttr(inner.attributes["lowerBoundMap"]).value
+        operands = list(inner.opview.lowerBoundOperands)
+        if len(lower.results) != 1:
+            continue
+        expr = lower.results[0]
+        if isinstance(expr, ir.AffineAddExpr) and isinstance(expr.rhs, ir.AffineConstantExpr):
+            expr = expr.lhs
+        if isinstance(expr, ir.AffineDimExpr):
+            position = expr.position
+        elif isinstance(expr, ir.AffineSymbolExpr):
+            position = lower.n_dims + expr.position
+        else:
+            continue
+        if position >= len(operands) or operands[position] != counter:
+            continue
+        extent = _extent_bound(inner)
+        if extent is not None:
+            tiles = -(-extent // step)
+            best = tiles if best is None else min(best, tiles)
+    return best
 
 
 def _child_loops(op: ir.Operation) -> Iterator[ir.Operation]:
@@ -670,6 +714,19 @@ def _choose(
             )
             continue
         work = bounded_work(loop)
+        if (
+            inner_loops
+            and work is not None
+            and work < REPEATED_PARALLEL_WORK_FACTOR * min_work
+            and _too_many_fork_joins(loop, fn)
+        ):
+            reject(
+                loop,
+                f"its nest runs at most {work} innermost iterations, forked on each of more "
+                f"than {MAX_INNER_FORK_JOINS} iterations of the loops around it: too little "
+                "work each time to pay for forking and joining the threads",
+            )
+            continue
         if work is not None and work < min_work:
             # a tile's point loops under tile loops: lu forked 60 000 times for 32²
             reject(
