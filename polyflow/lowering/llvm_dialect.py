@@ -153,8 +153,8 @@ def allow_fast_math(module: ir.Module) -> ir.Module:
     return module
 
 
-# A chain of these, each using the carried value once, is a reduction (a sum, a product),
-# which reassociation vectorizes.
+# A cycle made of these only is taken for a reduction (a sum, a product): reassociation is
+# what lets LLVM vectorize it, so it keeps the flag.
 _REDUCTION_KINDS = ({"arith.addf", "arith.subf"}, {"arith.mulf"})
 
 
@@ -163,7 +163,7 @@ def recurrence_ops(module: ir.Module) -> list[ir.Operation]:
     value, for each carried value that is not a plain reduction. Reassociating them does not
     vectorize anything and can put the carried value deeper in the expression: LLVM moved
     adi's `a * q[j-1]` to the start of a sum of four, a longer chain from one iteration to the
-    next, and -ffast-math ran adi 25% slower than C's order."""
+    next, and -ffast-math ran adi a third slower than C's order (6.4 s against 4.7 s)."""
     found: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
