@@ -3,11 +3,17 @@ the stages that reason about what the raised code says."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from mlir import ir
 
 
 class Inexpressible(Exception):
     """An affine expression outside what a linear form or the isl text can say."""
+
+
+# A subscript as an exact linear form: {value: coefficient} (no zero entries) and a constant.
+Linear = tuple[frozenset[tuple[ir.Value, int]], int]
 
 
 def index_constant(value: ir.Value) -> int | None:
@@ -80,3 +86,44 @@ def constant_trip_count(loop: ir.Operation) -> int | None:
     if ir.IntegerAttr(loop.attributes["step"]).value != 1:
         return None
     return max(0, bounds[1] - bounds[0])
+
+
+def linear_form(expr: ir.AffineExpr, operands: Sequence[ir.Value], n_dims: int) -> Linear:
+    """The linear form of `expr` over `operands` (constants and `affine.apply` folded in);
+    `Inexpressible` when it has none (a division, a product of two values)."""
+    terms: dict[ir.Value, int] = {}
+    const = 0
+
+    def add(e: ir.AffineExpr, scale: int) -> None:
+        nonlocal const
+        if isinstance(e, ir.AffineConstantExpr):
+            const += scale * e.value
+        elif isinstance(e, ir.AffineDimExpr | ir.AffineSymbolExpr):
+            pos = e.position + (n_dims if isinstance(e, ir.AffineSymbolExpr) else 0)
+            add_value(operands[pos], scale)
+        elif isinstance(e, ir.AffineAddExpr):
+            add(e.lhs, scale)
+            add(e.rhs, scale)
+        elif isinstance(e, ir.AffineMulExpr) and isinstance(e.rhs, ir.AffineConstantExpr):
+            add(e.lhs, scale * e.rhs.value)
+        elif isinstance(e, ir.AffineMulExpr) and isinstance(e.lhs, ir.AffineConstantExpr):
+            add(e.rhs, scale * e.lhs.value)
+        else:
+            raise Inexpressible(str(e))
+
+    def add_value(value: ir.Value, scale: int) -> None:
+        nonlocal const
+        constant = index_constant(value)
+        applied = affine_apply_of(value)
+        if constant is not None:
+            const += scale * constant
+        elif applied is not None and len(applied[0].results) == 1:
+            inner = linear_form(applied[0].results[0], applied[1], applied[0].n_dims)
+            for v, c in inner[0]:
+                terms[v] = terms.get(v, 0) + scale * c
+            const += scale * inner[1]
+        else:
+            terms[value] = terms.get(value, 0) + scale
+
+    add(expr, 1)
+    return frozenset((v, c) for v, c in terms.items() if c != 0), const

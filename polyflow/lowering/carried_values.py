@@ -23,17 +23,12 @@ from mlir import ir
 from mlir.dialects import affine, arith, scf
 from mlir.dialects import memref as memref_dialect
 
-from polyflow.ir.affine import affine_apply_of, index_constant
+from polyflow.ir.affine import Inexpressible, Linear, linear_form
 from polyflow.ir.names import INDEPENDENT_ATTR, NOALIAS_ATTR
 
 # A subscript as an exact linear form: {value: coefficient} (no zero entries) and a constant.
-Linear = tuple[frozenset[tuple[ir.Value, int]], int]
 # Ops a body may hold besides its loads, stores and terminator.
 _PURE_PREFIXES = ("arith.", "math.", "affine.apply", "affine.min", "affine.max")
-
-
-class _NotLinear(Exception):
-    pass
 
 
 @dataclass(frozen=True)
@@ -214,48 +209,9 @@ def _subscripts(op: ir.Operation) -> tuple[Linear, ...] | None:
     amap = ir.AffineMapAttr(op.attributes["map"]).value
     operands = list(op.operands)[first:]
     try:
-        return tuple(_linear(e, operands, amap.n_dims) for e in amap.results)
-    except _NotLinear:
+        return tuple(linear_form(e, operands, amap.n_dims) for e in amap.results)
+    except Inexpressible:
         return None
-
-
-def _linear(expr: ir.AffineExpr, operands: list[ir.Value], n_dims: int) -> Linear:
-    terms: dict[ir.Value, int] = {}
-    const = 0
-
-    def add(e: ir.AffineExpr, scale: int) -> None:
-        nonlocal const
-        if isinstance(e, ir.AffineConstantExpr):
-            const += scale * e.value
-        elif isinstance(e, ir.AffineDimExpr | ir.AffineSymbolExpr):
-            pos = e.position + (n_dims if isinstance(e, ir.AffineSymbolExpr) else 0)
-            add_value(operands[pos], scale)
-        elif isinstance(e, ir.AffineAddExpr):
-            add(e.lhs, scale)
-            add(e.rhs, scale)
-        elif isinstance(e, ir.AffineMulExpr) and isinstance(e.rhs, ir.AffineConstantExpr):
-            add(e.lhs, scale * e.rhs.value)
-        elif isinstance(e, ir.AffineMulExpr) and isinstance(e.lhs, ir.AffineConstantExpr):
-            add(e.rhs, scale * e.lhs.value)
-        else:
-            raise _NotLinear(str(e))
-
-    def add_value(value: ir.Value, scale: int) -> None:
-        nonlocal const
-        constant = index_constant(value)
-        applied = affine_apply_of(value)
-        if constant is not None:
-            const += scale * constant
-        elif applied is not None and len(applied[0].results) == 1:
-            inner = _linear(applied[0].results[0], applied[1], applied[0].n_dims)
-            for v, c in inner[0]:
-                terms[v] = terms.get(v, 0) + scale * c
-            const += scale * inner[1]
-        else:
-            terms[value] = terms.get(value, 0) + scale
-
-    add(expr, 1)
-    return frozenset((v, c) for v, c in terms.items() if c != 0), const
 
 
 def _walks(subscripts: tuple[Linear, ...], iv: ir.Value) -> bool:

@@ -20,14 +20,13 @@ Options:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from mlir import ir
 from mlir.dialects import affine
 
-from polyflow.ir.affine import Inexpressible, affine_apply_of, index_constant
+from polyflow.ir.affine import Inexpressible, Linear, linear_form
 from polyflow.ir.aliasing import VIEW_OPS, may_alias
 from polyflow.ir.names import REDUCTIONS_ATTR
 
@@ -62,8 +61,6 @@ _REPORTED = {
 _CMPF = {2: ("f", True), 3: ("f", True), 4: ("f", False), 5: ("f", False)}  # ogt oge olt ole
 _CMPI = {p: ("si" if p < 6 else "ui", p in (4, 5, 8, 9)) for p in range(2, 10)}  # slt ... uge
 
-# A subscript as an exact linear form: {value: coefficient} (no zero entries) and a constant.
-Linear = tuple[frozenset[tuple[ir.Value, int]], int]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,51 +110,11 @@ def _contains_call(op: ir.Operation) -> bool:
 # Affine expressions: exact linear forms, and isl questions
 
 
-def _linear_expr(expr: ir.AffineExpr, operands: Sequence[ir.Value], n_dims: int) -> Linear:
-    """The linear form of `expr` over `operands` (constants and `affine.apply` folded in)."""
-    terms: dict[ir.Value, int] = {}
-    const = 0
-
-    def add(e: ir.AffineExpr, scale: int) -> None:
-        nonlocal const
-        if isinstance(e, ir.AffineConstantExpr):
-            const += scale * e.value
-        elif isinstance(e, ir.AffineDimExpr | ir.AffineSymbolExpr):
-            pos = e.position + (n_dims if isinstance(e, ir.AffineSymbolExpr) else 0)
-            add_value(operands[pos], scale)
-        elif isinstance(e, ir.AffineAddExpr):
-            add(e.lhs, scale)
-            add(e.rhs, scale)
-        elif isinstance(e, ir.AffineMulExpr) and isinstance(e.rhs, ir.AffineConstantExpr):
-            add(e.lhs, scale * e.rhs.value)
-        elif isinstance(e, ir.AffineMulExpr) and isinstance(e.lhs, ir.AffineConstantExpr):
-            add(e.rhs, scale * e.lhs.value)
-        else:
-            raise Inexpressible(str(e))
-
-    def add_value(value: ir.Value, scale: int) -> None:
-        nonlocal const
-        constant = index_constant(value)
-        applied = affine_apply_of(value)
-        if constant is not None:
-            const += scale * constant
-        elif applied is not None and len(applied[0].results) == 1:
-            inner = _linear_expr(applied[0].results[0], applied[1], applied[0].n_dims)
-            for v, c in inner[0]:
-                terms[v] = terms.get(v, 0) + scale * c
-            const += scale * inner[1]
-        else:
-            terms[value] = terms.get(value, 0) + scale
-
-    add(expr, 1)
-    return frozenset((v, c) for v, c in terms.items() if c != 0), const
-
-
 def _subscripts(op: ir.Operation) -> tuple[Linear, ...] | None:
     """The linear forms of an `affine.load`/`affine.store`'s subscripts (None: not linear)."""
     amap, operands = _access_map(op)
     try:
-        return tuple(_linear_expr(e, operands, amap.n_dims) for e in amap.results)
+        return tuple(linear_form(e, operands, amap.n_dims) for e in amap.results)
     except Inexpressible:
         return None
 
