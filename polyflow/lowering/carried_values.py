@@ -24,9 +24,9 @@ from mlir.dialects import affine, arith, scf
 from mlir.dialects import memref as memref_dialect
 
 from polyflow.ir.affine import Inexpressible, Linear, linear_form
+from polyflow.ir.aliasing import has_argument_attribute, origin
 from polyflow.ir.names import INDEPENDENT_ATTR, NOALIAS_ATTR
 
-# A subscript as an exact linear form: {value: coefficient} (no zero entries) and a constant.
 # Ops a body may hold besides its loads, stores and terminator.
 _PURE_PREFIXES = ("arith.", "math.", "affine.apply", "affine.min", "affine.max")
 
@@ -231,32 +231,16 @@ def _differ(a: tuple[Linear, ...], b: tuple[Linear, ...]) -> bool:
 
 
 def _distinct(a: ir.Value, b: ir.Value) -> bool:
-    """Whether memrefs `a` and `b` cannot share memory: two `noalias` arguments, or two
-    different allocations (an allocation is no argument's memory either)."""
-    kinds = (_origin(a), _origin(b))
-    if kinds[0] is None or kinds[1] is None:
+    """Whether memrefs `a` and `b` cannot share memory: two `noalias` arguments, two different
+    allocations or globals, or an allocation and anything else (`aliasing.origin`; stricter
+    than `may_alias`, which takes any two arguments for distinct)."""
+    (kind_a, what_a), (kind_b, what_b) = origin(a), origin(b)
+    if "unknown" in (kind_a, kind_b) or (kind_a, what_a) == (kind_b, what_b):
         return False
-    if kinds[0][0] == "argument" and kinds[1][0] == "argument":
-        return kinds[0][1] and kinds[1][1]
-    if "global" in (kinds[0][0], kinds[1][0]):
-        return kinds[0][0] == kinds[1][0] == "global" and kinds[0][2] != kinds[1][2]
-    return True  # an allocation against another allocation or an argument
-
-
-def _origin(value: ir.Value) -> tuple[str, bool, str] | None:
-    """Where memref `value` comes from: ("argument", noalias, ""), ("allocation", False, ""),
-    ("global", False, name); None for anything else (a view, a cast)."""
-    owner = value.owner
-    if isinstance(owner, ir.Block):
-        parent = owner.owner.operation
-        if parent.name != "func.func" or "arg_attrs" not in parent.attributes:
-            return ("argument", False, "") if parent.name == "func.func" else None
-        position = ir.BlockArgument(value).arg_number
-        attrs = ir.DictAttr(ir.ArrayAttr(parent.attributes["arg_attrs"])[position])
-        return ("argument", NOALIAS_ATTR in attrs, "")
-    op = owner.operation
-    if op.name in ("memref.alloc", "memref.alloca"):
-        return ("allocation", False, "")
-    if op.name == "memref.get_global":
-        return ("global", False, str(op.attributes["name"]))
-    return None
+    if kind_a == kind_b == "argument":
+        return has_argument_attribute(what_a, NOALIAS_ATTR) and has_argument_attribute(
+            what_b, NOALIAS_ATTR
+        )
+    if "global" in (kind_a, kind_b):
+        return kind_a == kind_b  # two globals of different names
+    return True  # an allocation against another allocation, an argument or a global

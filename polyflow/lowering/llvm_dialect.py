@@ -178,13 +178,12 @@ def recurrence_ops(module: ir.Module) -> list[ir.Operation]:
 def _carried_cycles(loop: ir.Operation) -> list[ir.Operation]:
     body = loop.regions[0].blocks[0]
     ops = [op.operation for op in body.operations]
-    position = {op: k for k, op in enumerate(ops)}
     carried = list(body.arguments)[1:]  # after the induction variable
     yielded = list(ops[-1].operands)
     cycles: list[ir.Operation] = []
     for value, next_value in zip(carried, yielded, strict=False):
         reached = _users_in(value, ops)
-        cycle = [op for op in _producers_in(next_value, position) if op in reached]
+        cycle = [op for op in _producers_in(next_value, set(ops)) if op in reached]
         kinds = {op.name for op in cycle}
         if cycle and any(kinds <= kind for kind in _REDUCTION_KINDS):
             continue
@@ -203,19 +202,18 @@ def _users_in(value: ir.Value, ops: list[ir.Operation]) -> set[ir.Operation]:
     return reached
 
 
-def _producers_in(value: ir.Value, position: dict[ir.Operation, int]) -> list[ir.Operation]:
-    """The ops of the body (keys of `position`) that `value` is computed from."""
-    seen: list[ir.Operation] = []
+def _producers_in(value: ir.Value, body: set[ir.Operation]) -> set[ir.Operation]:
+    """The ops of `body` that `value` is computed from."""
+    seen: set[ir.Operation] = set()
     stack = [value]
     while stack:
-        current = stack.pop()
-        owner = current.owner
+        owner = stack.pop().owner
         if isinstance(owner, ir.Block):
             continue
         op = owner.operation
-        if op not in position or op in seen:
+        if op not in body or op in seen:
             continue
-        seen.append(op)
+        seen.add(op)
         stack.extend(op.operands)
     return seen
 

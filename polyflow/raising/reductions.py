@@ -62,7 +62,6 @@ _CMPF = {2: ("f", True), 3: ("f", True), 4: ("f", False), 5: ("f", False)}  # og
 _CMPI = {p: ("si" if p < 6 else "ui", p in (4, 5, 8, 9)) for p in range(2, 10)}  # slt ... uge
 
 
-
 # ---------------------------------------------------------------------------------------------
 # Small IR queries
 
