@@ -4,15 +4,20 @@ Each worker is a process of its own (spawned: no state shared with the event loo
 the compiler, then reads a job from its pipe, runs `jobs.run_job`, and writes the outcome back.
 A job that passes its time limit gets its worker killed (`JobTimeout`); a worker that dies
 mid-job (a crash, a SIGKILL) raises `WorkerDied` saying how it ended. The memory limit is
-RLIMIT_AS at the loaded worker's size plus `memory_bytes`: a job past it gets a MemoryError
-(answered as 500) or, in C++ code, an abort (`WorkerDied`). Either way a fresh worker takes the
-place of the dead or out-of-memory one and the pool keeps serving. Waiting jobs beyond
+RLIMIT_AS at the loaded worker's size plus `memory_bytes` (all threads allocating from one heap,
+so that the limit sees the job's memory): a job past it gets a MemoryError or a library's
+allocation error (answered as 500) or, in C++ code, an abort (`WorkerDied`). Either way, and
+after an internal compiler error, a fresh worker takes the place of the old one and the pool
+keeps serving. Waiting jobs beyond
 `max_queue` are refused at once (`QueueFull`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
+import errno
 import multiprocessing
 import multiprocessing.connection
 import resource
@@ -23,6 +28,7 @@ from typing import Any
 
 READY = "ready"  # what a worker sends once it has loaded the compiler
 STARTUP_SECONDS = 300.0
+_M_ARENA_MAX = -8  # mallopt's parameter number in glibc's malloc.h
 
 
 class JobTimeout(Exception):
@@ -42,8 +48,11 @@ def _serve(conn: multiprocessing.connection.Connection, memory_bytes: int | None
     may grow the worker's address space by `memory_bytes` over its size once loaded."""
     from server.jobs import run_job, warm_up
 
+    if memory_bytes:
+        _one_malloc_arena()
     warm_up()  # imports and first-use set-up, so the limit counts the job, not the libraries
     if memory_bytes:
+        _give_back_free_heap()
         limit = _address_space_bytes() + memory_bytes
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     conn.send(READY)
@@ -58,7 +67,11 @@ def _serve(conn: multiprocessing.connection.Connection, memory_bytes: int | None
         except MemoryError:
             pass  # answered below, once the traceback's frames (and their memory) are gone
         except Exception as exc:  # a compiler bug: say so, keep the traceback out of the answer
-            outcome = {"error": {"status": 500, "message": f"internal compiler error: {exc!r}"}}
+            if memory_bytes is None or not _ran_out_of_memory(exc):
+                outcome = {
+                    "error": {"status": 500, "message": f"internal compiler error: {exc!r}"},
+                    "retire": True,  # the failed compile may have left isl or MLIR half-built
+                }
         if outcome is None:
             mib = (memory_bytes or 0) >> 20
             outcome = {
@@ -66,6 +79,27 @@ def _serve(conn: multiprocessing.connection.Connection, memory_bytes: int | None
                 "retire": True,  # what was half-built may hold on to memory: start afresh
             }
         conn.send(outcome)
+
+
+def _ran_out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc` is how a library reports a failed allocation (a process it could not
+    start, isl's or MLIR's own error) rather than a compiler bug."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
+        return True
+    return "out of memory" in str(exc).lower() or "allocate memory" in str(exc).lower()
+
+
+def _one_malloc_arena() -> None:
+    """Make every thread allocate from glibc's main heap: a thread's own arena reserves 64 MiB
+    of address space up front, room that a job would use without RLIMIT_AS ever seeing it."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").mallopt(_M_ARENA_MAX, 1)
+
+
+def _give_back_free_heap() -> None:
+    """Return the heap the warm-up freed, so that it does not count as room for the first job."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _address_space_bytes() -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import ctypes
+import errno
 import json
 import os
 import signal
@@ -26,6 +27,7 @@ from polyflow.errors import CompileError
 from polyflow.toolchain import openmp_library_dir
 from server.hot import HotResults
 from server.jobs import check_includes
+from server.workers import _ran_out_of_memory
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -435,7 +437,7 @@ def test_a_compile_past_the_memory_limit_is_500_and_the_service_goes_on(
     status, body = starved.compile(hog)
     assert status == 500 and "memory" in body["detail"], body
     status, _, health = starved.call("GET", "/v1/healthz")
-    assert status == 200 and json.loads(health)["replaced"] == 1
+    assert status == 200 and json.loads(health)["replaced"] == 1, (body, health)
     status, body = server.compile(hog)  # under the default limit (4 GiB per job) it compiles
     assert status == 200, body
 
@@ -545,3 +547,10 @@ def test_a_gradient_is_compiled_on_request(server: Server, tmp_path: Path) -> No
     assert status == 200 and "@mv_grad(" in body["stages"]["grad"], body
     status, body = server.compile({**tc_request, "grad": {"entry": "mv", "wrt": ["B"]}})
     assert status == 422 and "'B'" in body["detail"][0]["message"], body
+
+
+def test_library_allocation_failures_count_as_out_of_memory() -> None:
+    assert _ran_out_of_memory(OSError(errno.ENOMEM, "Cannot allocate memory"))
+    assert _ran_out_of_memory(RuntimeError("LLVM ERROR: out of memory"))
+    assert not _ran_out_of_memory(OSError(errno.ENOENT, "No such file or directory"))
+    assert not _ran_out_of_memory(KeyError("memref"))
