@@ -10,6 +10,7 @@ from polyflow.lowering.alias_scopes import scope_noalias_accesses
 from polyflow.lowering.carried_values import carry_stored_values
 from polyflow.lowering.float_reductions import deterministic_float_reductions
 from polyflow.lowering.libm_calls import call_libm_for_inexact_math
+from polyflow.lowering.page_prefetch import prefetch_page_strided_accesses
 
 # convert-math-to-llvm takes what LLVM has intrinsics for; math-to-libm the rest (tanh, erf...).
 # convert-vector-to-llvm: the micro-kernels' vector loads, stores, broadcasts and FMAs.
@@ -100,6 +101,7 @@ def lower_to_llvm_dialect(
         call_libm_for_inexact_math(module)
         with ir.Location.unknown():
             carry_stored_values(module)
+            prefetch_page_strided_accesses(module)
         if fast_math:
             allow_fast_math(module)
         noalias = _noalias_pointer_positions(module)

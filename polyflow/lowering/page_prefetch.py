@@ -1,0 +1,235 @@
+"""Software prefetches for accesses that cross a page every iteration: in an innermost
+`affine.for` whose loads or stores move by a page or more per iteration (a walk down a column of
+a large row-major array), each such access gets a `memref.prefetch` of the element it will touch
+`PREFETCH_ITERATIONS_AHEAD` iterations later, its subscripts clamped to the array's bounds.
+
+Why: the hardware prefetchers do not cross 4 KiB pages, so a column walk of rows longer than a
+page misses the cache on every iteration, one access at a time. adi's column sweep in strips of
+8 rows (schedule/row_strips.py) reads `u[j][i-1 .. i+8]` and writes `v[j][i .. i+7]` one row
+further each step.
+
+Only loops that walk a whole extent get them: bounds that depend on no enclosing loop, and not
+known to run fewer than `MIN_PREFETCH_TRIPS` iterations. A tile's rows (seidel-2d's interleaved
+rows, 2.4x slower with prefetches) or a triangle's column (symm's, 1.3x slower) are in the
+cache already, brought in by the iterations around them. A prefetch never faults
+and never changes a value; one past the loop's last iteration only fetches a line for nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mlir import ir
+from mlir.dialects import affine, arith
+from mlir.dialects import memref as memref_dialect
+
+from polyflow.ir.affine import Inexpressible, Linear, linear_form
+
+PAGE_BYTES = 4096
+CACHE_LINE_BYTES = 64
+# Iterations ahead: a walk of this kind runs a few ns per iteration, a miss to memory ~100 ns.
+PREFETCH_ITERATIONS_AHEAD = 32
+MIN_PREFETCH_TRIPS = 64
+_LOOPS = frozenset({"affine.for", "affine.parallel", "scf.for", "scf.parallel", "scf.while"})
+# Ops a loop body may hold besides loads and stores (nothing with regions, no calls).
+_PURE_PREFIXES = ("arith.", "math.", "affine.apply", "affine.min", "affine.max", "affine.yield")
+
+
+@dataclass
+class _Group:
+    """The accesses of one array that differ only in their last subscript's constant: one walk,
+    prefetched line by line over the span of those constants."""
+
+    memref: ir.Value
+    subscripts: tuple[Linear, ...]  # the first access's
+    offsets: set[int] = field(default_factory=set)  # last-subscript constants seen
+    write: bool = False
+
+
+def prefetch_page_strided_accesses(module: ir.Module) -> int:
+    """Every innermost `affine.for` of `module` prefetches the accesses that move by a page or
+    more per iteration, `PREFETCH_ITERATIONS_AHEAD` iterations ahead (module docstring);
+    returns how many prefetches it placed."""
+    loops: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "affine.for" and _straight_line(op):
+            loops.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    placed = 0
+    for loop in loops:
+        trips = _trip_bound(loop)
+        if (trips is not None and trips < MIN_PREFETCH_TRIPS) or not _bounds_loop_invariant(loop):
+            continue
+        groups = _page_strided_groups(loop)
+        for group in groups:
+            placed += _prefetch(loop, group)
+    return placed
+
+
+def _straight_line(loop: ir.Operation) -> bool:
+    body = loop.regions[0].blocks[0]
+    for op in body.operations:
+        name = op.operation.name
+        if name in ("affine.load", "affine.store"):
+            continue
+        if op.operation.regions or not name.startswith(_PURE_PREFIXES):
+            return False
+    return True
+
+
+def _bounds_loop_invariant(loop: ir.Operation) -> bool:
+    """Whether `loop`'s bounds depend on no enclosing loop's variable: it walks a whole extent,
+    not a tile's share or a triangle's row (data an enclosing loop has just brought in)."""
+    segments = list(ir.DenseI32ArrayAttr(loop.attributes["operandSegmentSizes"]))
+    bound_operands = list(loop.operands)[: segments[0] + segments[1]]
+    pending = list(bound_operands)
+    seen: set[ir.Value] = set()
+    while pending:
+        value = pending.pop()
+        if value in seen:
+            continue
+        seen.add(value)
+        owner = value.owner
+        if isinstance(owner, ir.Block):
+            parent = owner.owner
+            if parent is not None and parent.name in _LOOPS:
+                return False
+            continue
+        pending.extend(owner.operands)
+    return True
+
+
+def _trip_bound(loop: ir.Operation) -> int | None:
+    """An upper bound on the iterations of `loop` where some upper bound minus some lower bound
+    is a constant (a tile's rows: `max(b, ..)` to `min(b + 16, ..)`); None when unknown."""
+    step = ir.IntegerAttr(loop.attributes["step"]).value
+    segments = list(ir.DenseI32ArrayAttr(loop.attributes["operandSegmentSizes"]))
+    operands = list(loop.operands)
+    lb_operands = operands[: segments[0]]
+    ub_operands = operands[segments[0] : segments[0] + segments[1]]
+    lb_map = ir.AffineMapAttr(loop.attributes["lowerBoundMap"]).value
+    ub_map = ir.AffineMapAttr(loop.attributes["upperBoundMap"]).value
+    best: int | None = None
+    try:
+        lows = [linear_form(e, lb_operands, lb_map.n_dims) for e in lb_map.results]
+        highs = [linear_form(e, ub_operands, ub_map.n_dims) for e in ub_map.results]
+    except Inexpressible:
+        return None
+    for low_terms, low in lows:
+        for high_terms, high in highs:
+            if low_terms == high_terms:
+                trips = max(0, -(-(high - low) // step))
+                best = trips if best is None else min(best, trips)
+    return best
+
+
+def _page_strided_groups(loop: ir.Operation) -> list[_Group]:
+    body = loop.regions[0].blocks[0]
+    iv = body.arguments[0]
+    step = ir.IntegerAttr(loop.attributes["step"]).value
+    groups: dict[tuple[object, ...], _Group] = {}
+    for op in body.operations:
+        access = op.operation
+        if access.name not in ("affine.load", "affine.store"):
+            continue
+        write = access.name == "affine.store"
+        memref = access.operands[1 if write else 0]
+        indices = list(access.operands)[2 if write else 1 :]
+        shape = _static_row_major(memref.type)
+        if shape is None:
+            continue
+        extents, element_bytes = shape
+        amap = ir.AffineMapAttr(access.attributes["map"]).value
+        try:
+            subscripts = tuple(linear_form(e, indices, amap.n_dims) for e in amap.results)
+        except Inexpressible:
+            continue
+        if any(_defined_in(value, body) for terms, _ in subscripts for value, _ in terms):
+            continue  # a subscript computed in the body cannot be shifted ahead
+        stride = 1
+        moved = 0
+        for extent, (terms, _) in zip(reversed(extents), reversed(subscripts), strict=True):
+            moved += stride * dict(terms).get(iv, 0)
+            stride *= extent
+        if abs(moved * step * element_bytes) < PAGE_BYTES:
+            continue
+        last_terms, last_constant = subscripts[-1]
+        key = (memref, subscripts[:-1], last_terms)
+        group = groups.setdefault(key, _Group(memref, subscripts))
+        group.offsets.add(last_constant)
+        group.write |= write
+    return list(groups.values())
+
+
+def _static_row_major(memref_type: ir.Type) -> tuple[list[int], int] | None:
+    """The extents and element size of a statically shaped memref in row-major layout."""
+    if not isinstance(memref_type, ir.MemRefType):
+        return None
+    mtype = memref_type
+    layout = mtype.layout
+    identity = isinstance(layout, ir.AffineMapAttr) and layout.value == ir.AffineMap.get_identity(
+        mtype.rank
+    )
+    if not mtype.has_static_shape or not identity or mtype.rank == 0:
+        return None
+    element = mtype.element_type
+    if isinstance(element, ir.FloatType | ir.IntegerType):
+        bits = element.width
+    else:
+        return None
+    return list(mtype.shape), max(1, bits // 8)
+
+
+def _defined_in(value: ir.Value, body: ir.Block) -> bool:
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return owner == body and value != body.arguments[0]
+    return owner.operation.block == body
+
+
+def _prefetch(loop: ir.Operation, group: _Group) -> int:
+    """Prefetches at the top of `loop`'s body for the lines `group` spans, ahead of the loop."""
+    body = loop.regions[0].blocks[0]
+    iv = body.arguments[0]
+    step = ir.IntegerAttr(loop.attributes["step"]).value
+    shape = _static_row_major(group.memref.type)
+    assert shape is not None
+    extents, element_bytes = shape
+    per_line = max(1, CACHE_LINE_BYTES // element_bytes)
+    low, high = min(group.offsets), max(group.offsets)
+    offsets = sorted({*range(low, high + 1, per_line), high})
+    first = body.operations[0]
+    index = ir.IndexType.get()
+    with ir.InsertionPoint(first), loop.location:
+        leading = [
+            _clamped(_ahead(terms, constant, iv, step), extent, index)
+            for (terms, constant), extent in zip(group.subscripts[:-1], extents, strict=False)
+        ]
+        last_terms, _ = group.subscripts[-1]
+        for offset in offsets:
+            last = _clamped(_ahead(last_terms, offset, iv, step), extents[-1], index)
+            memref_dialect.PrefetchOp(group.memref, [*leading, last], group.write, 3, True)
+    return len(offsets)
+
+
+def _ahead(terms: frozenset[tuple[ir.Value, int]], constant: int, iv: ir.Value, step: int) -> ir.Value:
+    """`affine.apply` of the linear form (terms, constant) with the loop's variable taken
+    `PREFETCH_ITERATIONS_AHEAD` iterations further."""
+    values: list[ir.Value] = [value for value, _ in terms]
+    expr = ir.AffineConstantExpr.get(constant)
+    for position, (value, coefficient) in enumerate(terms):
+        expr = expr + ir.AffineDimExpr.get(position) * coefficient
+        if value == iv:
+            expr = expr + coefficient * step * PREFETCH_ITERATIONS_AHEAD
+    amap = ir.AffineMap.get(len(values), 0, [expr])
+    return affine.apply(amap, values)
+
+
+def _clamped(value: ir.Value, extent: int, index: ir.Type) -> ir.Value:
+    """`value` within [0, extent - 1]: the prefetched address stays inside the array."""
+    zero = arith.constant(index, 0)
+    top = arith.constant(index, extent - 1)
+    return arith.maxsi(arith.minsi(value, top), zero)
