@@ -11,6 +11,7 @@ from polyflow.lowering.carried_values import carry_stored_values
 from polyflow.lowering.float_reductions import deterministic_float_reductions
 from polyflow.lowering.libm_calls import call_libm_for_inexact_math
 from polyflow.lowering.page_prefetch import prefetch_page_strided_accesses
+from polyflow.lowering.recurrences import recurrence_cycles
 
 # convert-math-to-llvm takes what LLVM has intrinsics for; math-to-libm the rest (tanh, erf...).
 # convert-vector-to-llvm: the micro-kernels' vector loads, stores, broadcasts and FMAs.
@@ -155,69 +156,23 @@ def allow_fast_math(module: ir.Module) -> ir.Module:
     return module
 
 
-# A cycle made of these only is taken for a reduction (a sum, a product): reassociation is
-# what lets LLVM vectorize it, so it keeps the flag.
-_REDUCTION_KINDS = ({"arith.addf", "arith.subf"}, {"arith.mulf"})
-
-
 def recurrence_ops(module: ir.Module) -> list[ir.Operation]:
     """The ops of loop bodies on the path from a loop-carried value (`iter_args`) to its next
     value, for each carried value that is not a plain reduction. Reassociating them does not
     vectorize anything and can put the carried value deeper in the expression: LLVM moved
     adi's `a * q[j-1]` to the start of a sum of four, a longer chain from one iteration to the
-    next, and -ffast-math ran adi a third slower than C's order (6.4 s against 4.7 s)."""
+    next, and -ffast-math ran adi a third slower than C's order (6.4 s against 4.7 s). A
+    plain sum or product (`recurrences.FLOAT_REDUCTION_KINDS`) keeps reassociation: that is what
+    lets LLVM vectorize it."""
     found: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name in ("affine.for", "scf.for") and len(op.results) > 0:
-            found.extend(_carried_cycles(op))
+            found.extend(recurrence_cycles(op))
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
     return found
-
-
-def _carried_cycles(loop: ir.Operation) -> list[ir.Operation]:
-    body = loop.regions[0].blocks[0]
-    ops = [op.operation for op in body.operations]
-    carried = list(body.arguments)[1:]  # after the induction variable
-    yielded = list(ops[-1].operands)
-    cycles: list[ir.Operation] = []
-    for value, next_value in zip(carried, yielded, strict=False):
-        reached = _users_in(value, ops)
-        cycle = [op for op in _producers_in(next_value, set(ops)) if op in reached]
-        kinds = {op.name for op in cycle}
-        if cycle and any(kinds <= kind for kind in _REDUCTION_KINDS):
-            continue
-        cycles.extend(cycle)
-    return cycles
-
-
-def _users_in(value: ir.Value, ops: list[ir.Operation]) -> set[ir.Operation]:
-    """The ops of the body (`ops`, in order) that `value` reaches through their operands."""
-    reached: set[ir.Operation] = set()
-    values = {value}
-    for op in ops:
-        if any(operand in values for operand in op.operands):
-            reached.add(op)
-            values.update(op.results)
-    return reached
-
-
-def _producers_in(value: ir.Value, body: set[ir.Operation]) -> set[ir.Operation]:
-    """The ops of `body` that `value` is computed from."""
-    seen: set[ir.Operation] = set()
-    stack = [value]
-    while stack:
-        owner = stack.pop().owner
-        if isinstance(owner, ir.Block):
-            continue
-        op = owner.operation
-        if op not in body or op in seen:
-            continue
-        seen.add(op)
-        stack.extend(op.operands)
-    return seen
 
 
 def _float_results(op: ir.Operation) -> bool:

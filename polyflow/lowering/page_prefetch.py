@@ -8,11 +8,14 @@ page misses the cache on every iteration, one access at a time. adi's column swe
 8 rows (schedule/row_strips.py) reads `u[j][i-1 .. i+8]` and writes `v[j][i .. i+7]` one row
 further each step.
 
-Only loops that walk a whole extent get them: bounds that depend on no enclosing loop, and not
-known to run fewer than `MIN_PREFETCH_TRIPS` iterations. A tile's rows (seidel-2d's interleaved
-rows, 2.4x slower with prefetches) or a triangle's column (symm's, 1.3x slower) are in the
-cache already, brought in by the iterations around them. A prefetch never faults
-and never changes a value; one past the loop's last iteration only fetches a line for nothing.
+Only loops that LLVM's loop vectorizer leaves scalar get them, those with a recurrence that is
+not a reduction (lowering/recurrences.py): a call of `llvm.prefetch` keeps a loop from
+vectorizing (jacobi-2d's rows with prefetches ran 5x slower). And only loops that walk a whole
+extent, with bounds that depend on no enclosing loop and not known to run fewer than
+`MIN_PREFETCH_TRIPS` iterations: a tile's rows (seidel-2d's interleaved rows, 2.4x slower with
+prefetches) or a triangle's column (symm's, 1.3x slower) are in the cache already, brought in by
+the iterations around them. A prefetch never faults and never changes a value; one past the
+loop's last iteration only fetches a line for nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from mlir.dialects import affine, arith
 from mlir.dialects import memref as memref_dialect
 
 from polyflow.ir.affine import Inexpressible, Linear, linear_form
+from polyflow.lowering.recurrences import VECTORIZABLE_REDUCTION_KINDS, recurrence_cycles
 
 PAGE_BYTES = 4096
 CACHE_LINE_BYTES = 64
@@ -63,6 +67,8 @@ def prefetch_page_strided_accesses(module: ir.Module) -> int:
         trips = _trip_bound(loop)
         if (trips is not None and trips < MIN_PREFETCH_TRIPS) or not _bounds_loop_invariant(loop):
             continue
+        if not recurrence_cycles(loop, VECTORIZABLE_REDUCTION_KINDS):
+            continue  # LLVM may vectorize it, and a prefetch call keeps a loop scalar
         groups = _page_strided_groups(loop)
         for group in groups:
             placed += _prefetch(loop, group)
