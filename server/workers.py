@@ -8,8 +8,7 @@ RLIMIT_AS at the loaded worker's size plus `memory_bytes` (all threads allocatin
 so that the limit sees the job's memory): a job past it gets a MemoryError or a library's
 allocation error (answered as 500) or, in C++ code, an abort (`WorkerDied`). Either way, and
 after an internal compiler error, a fresh worker takes the place of the old one and the pool
-keeps serving. Waiting jobs beyond
-`max_queue` are refused at once (`QueueFull`).
+keeps serving. Waiting jobs beyond `max_queue` are refused at once (`QueueFull`).
 """
 
 from __future__ import annotations

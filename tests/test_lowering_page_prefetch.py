@@ -61,6 +61,13 @@ def test_a_column_walk_prefetches_its_rows_ahead() -> None:
     assert text.count("arith.minsi") == text.count("arith.maxsi") >= 3
 
 
+def test_accesses_far_apart_in_a_row_get_their_own_lines_only() -> None:
+    far = COLUMNS.replace("%u[%j, %i + 1]", "%u[%j, %i + 900]")
+    count, text = _prefetched(far)
+    assert count == 3  # u's two accesses (not the 113 lines between them) and v's
+    assert len(re.findall(r"memref\.prefetch %arg0", text)) == 2
+
+
 @pytest.mark.parametrize(
     "source",
     [

@@ -34,6 +34,8 @@ CACHE_LINE_BYTES = 64
 # Iterations ahead: a walk of this kind runs a few ns per iteration, a miss to memory ~100 ns.
 PREFETCH_ITERATIONS_AHEAD = 32
 MIN_PREFETCH_TRIPS = 64
+# Lines prefetched per array row an iteration touches (a row's accesses far apart: their own).
+MAX_PREFETCHED_SPAN_LINES = 4
 _LOOPS = frozenset({"affine.for", "affine.parallel", "scf.for", "scf.parallel", "scf.while"})
 # Ops a loop body may hold besides loads and stores (nothing with regions, no calls).
 _PURE_PREFIXES = ("arith.", "math.", "affine.apply", "affine.min", "affine.max", "affine.yield")
@@ -119,17 +121,25 @@ def _trip_bound(loop: ir.Operation) -> int | None:
     lb_map = ir.AffineMapAttr(loop.attributes["lowerBoundMap"]).value
     ub_map = ir.AffineMapAttr(loop.attributes["upperBoundMap"]).value
     best: int | None = None
-    try:
-        lows = [linear_form(e, lb_operands, lb_map.n_dims) for e in lb_map.results]
-        highs = [linear_form(e, ub_operands, ub_map.n_dims) for e in ub_map.results]
-    except Inexpressible:
-        return None
+    lows = _linear_results(lb_map, lb_operands)
+    highs = _linear_results(ub_map, ub_operands)
     for low_terms, low in lows:
         for high_terms, high in highs:
             if low_terms == high_terms:
                 trips = max(0, -(-(high - low) // step))
                 best = trips if best is None else min(best, trips)
     return best
+
+
+def _linear_results(amap: ir.AffineMap, operands: list[ir.Value]) -> list[Linear]:
+    """The results of bound map `amap` that are linear (a bound's other results only tighten it)."""
+    forms = []
+    for expr in amap.results:
+        try:
+            forms.append(linear_form(expr, operands, amap.n_dims))
+        except Inexpressible:
+            continue
+    return forms
 
 
 def _page_strided_groups(loop: ir.Operation) -> list[_Group]:
@@ -206,7 +216,13 @@ def _prefetch(loop: ir.Operation, group: _Group) -> int:
     extents, element_bytes = shape
     per_line = max(1, CACHE_LINE_BYTES // element_bytes)
     low, high = min(group.offsets), max(group.offsets)
-    offsets = sorted({*range(low, high + 1, per_line), high})
+    if high - low <= MAX_PREFETCHED_SPAN_LINES * per_line:
+        offsets = sorted({*range(low, high + 1, per_line), high})  # every line of the span
+    else:  # far apart in the row: the line of each access
+        first_of_line: dict[int, int] = {}
+        for offset in sorted(group.offsets):
+            first_of_line.setdefault(offset // per_line, offset)
+        offsets = list(first_of_line.values())[:MAX_PREFETCHED_SPAN_LINES]
     first = body.operations[0]
     index = ir.IndexType.get()
     with ir.InsertionPoint(first), loop.location:
