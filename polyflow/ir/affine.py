@@ -127,3 +127,55 @@ def linear_form(expr: ir.AffineExpr, operands: Sequence[ir.Value], n_dims: int) 
 
     add(expr, 1)
     return frozenset((v, c) for v, c in terms.items() if c != 0), const
+
+
+# Ops a straight-line loop body may hold besides its loads, stores and terminator.
+_PURE_PREFIXES = ("arith.", "math.", "affine.apply", "affine.min", "affine.max")
+
+
+def straight_line_loops(module: ir.Module) -> list[ir.Operation]:
+    """The `affine.for` ops of `module` whose bodies hold only `affine.load`/`affine.store` and
+    pure arithmetic: innermost loops, with no call, no region and no other access."""
+    loops: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "affine.for" and _straight_line(op):
+            loops.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return loops
+
+
+def _straight_line(loop: ir.Operation) -> bool:
+    body = loop.regions[0].blocks[0]
+    for op in body.operations:
+        name = op.operation.name
+        if name in ("affine.load", "affine.store", "affine.yield"):
+            continue
+        if op.operation.regions or not name.startswith(_PURE_PREFIXES):
+            return False
+    return True
+
+
+def defined_in_loop_body(value: ir.Value, body: ir.Block) -> bool:
+    """Whether `value` is defined in loop body `body`: by one of its ops, or as one of its
+    carried values (the loop's own variable, `body`'s first argument, is not)."""
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return owner == body and value != body.arguments[0]
+    return owner.operation.block == body
+
+
+def for_bounds(
+    loop: ir.Operation,
+) -> tuple[tuple[ir.AffineMap, list[ir.Value]], tuple[ir.AffineMap, list[ir.Value]]]:
+    """The lower and upper bound of `affine.for` `loop`: each its map and the map's operands."""
+    segments = list(ir.DenseI32ArrayAttr(loop.attributes["operandSegmentSizes"]))
+    operands = list(loop.operands)
+    lower = ir.AffineMapAttr(loop.attributes["lowerBoundMap"]).value
+    upper = ir.AffineMapAttr(loop.attributes["upperBoundMap"]).value
+    return (
+        (lower, operands[: segments[0]]),
+        (upper, operands[segments[0] : segments[0] + segments[1]]),
+    )

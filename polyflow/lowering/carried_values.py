@@ -23,12 +23,16 @@ from mlir import ir
 from mlir.dialects import affine, arith, scf
 from mlir.dialects import memref as memref_dialect
 
-from polyflow.ir.affine import Inexpressible, Linear, linear_form
+from polyflow.ir.affine import (
+    Inexpressible,
+    Linear,
+    defined_in_loop_body,
+    for_bounds,
+    linear_form,
+    straight_line_loops,
+)
 from polyflow.ir.aliasing import has_argument_attribute, origin
 from polyflow.ir.names import INDEPENDENT_ATTR, NOALIAS_ATTR
-
-# Ops a body may hold besides its loads, stores and terminator.
-_PURE_PREFIXES = ("arith.", "math.", "affine.apply", "affine.min", "affine.max")
 
 
 @dataclass(frozen=True)
@@ -40,32 +44,13 @@ class _Forward:
 def carry_stored_values(module: ir.Module) -> int:
     """Every innermost `affine.for` of `module` carries the values its loads read back from the
     previous iteration's stores (module docstring); returns how many loads went."""
-    loops: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "affine.for" and _straight_line(op):
-            loops.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
     removed = 0
-    for loop in loops:
+    for loop in straight_line_loops(module):
         forwards = _forwards(loop)
         if forwards:
             _carry(loop, forwards)
             removed += len(forwards)
     return removed
-
-
-def _straight_line(loop: ir.Operation) -> bool:
-    body = loop.regions[0].blocks[0]
-    for op in body.operations:
-        name = op.operation.name
-        if name in ("affine.load", "affine.store", "affine.yield"):
-            continue
-        if op.operation.regions or not name.startswith(_PURE_PREFIXES):
-            return False
-    return True
 
 
 def _forwards(loop: ir.Operation) -> list[_Forward]:
@@ -79,7 +64,7 @@ def _forwards(loop: ir.Operation) -> list[_Forward]:
         target = load.operands[0]
         wanted = _subscripts(load)
         # its first value is read before the loop: from the loop variable and values there
-        if wanted is None or any(_defined_in(value, body, iv) for value in load.operands):
+        if wanted is None or any(defined_in_loop_body(value, body) for value in load.operands):
             continue
         writers = [s for s in stores if s.operands[1] == target]
         if any(not _distinct(s.operands[1], target) for s in stores if s.operands[1] != target):
@@ -101,27 +86,13 @@ def _forwards(loop: ir.Operation) -> list[_Forward]:
     return found
 
 
-def _defined_in(value: ir.Value, body: ir.Block, iv: ir.Value) -> bool:
-    """Whether `value` is defined in `body`: by one of its ops, or as one of its carried values
-    (the loop's own variable is not)."""
-    owner = value.owner
-    if isinstance(owner, ir.Block):
-        return owner == body and value != iv
-    return owner.operation.block == body
-
-
 def _carry(loop: ir.Operation, forwards: list[_Forward]) -> None:
     """`loop` rebuilt with one more `iter_args` value per forward: its first value loaded before
     the loop (where the loop runs at all), each iteration's the store's value."""
     body = loop.regions[0].blocks[0]
     old_iv = body.arguments[0]
-    segments = list(ir.DenseI32ArrayAttr(loop.attributes["operandSegmentSizes"]))
-    operands = list(loop.operands)
-    lb_operands = operands[: segments[0]]
-    ub_operands = operands[segments[0] : segments[0] + segments[1]]
-    inits = operands[segments[0] + segments[1] :]
-    lb_map = ir.AffineMapAttr(loop.attributes["lowerBoundMap"]).value
-    ub_map = ir.AffineMapAttr(loop.attributes["upperBoundMap"]).value
+    (lb_map, lb_operands), (ub_map, ub_operands) = for_bounds(loop)
+    inits = list(loop.operands)[len(lb_operands) + len(ub_operands) :]
     with ir.InsertionPoint(loop), loop.location:
         first = _bound(lb_map, lb_operands, "affine.max")
         last = _bound(ub_map, ub_operands, "affine.min")

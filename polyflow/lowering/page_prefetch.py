@@ -26,7 +26,14 @@ from mlir import ir
 from mlir.dialects import affine, arith
 from mlir.dialects import memref as memref_dialect
 
-from polyflow.ir.affine import Inexpressible, Linear, linear_form
+from polyflow.ir.affine import (
+    Inexpressible,
+    Linear,
+    defined_in_loop_body,
+    for_bounds,
+    linear_form,
+    straight_line_loops,
+)
 from polyflow.lowering.recurrences import VECTORIZABLE_REDUCTION_KINDS, recurrence_cycles
 
 PAGE_BYTES = 4096
@@ -37,8 +44,6 @@ MIN_PREFETCH_TRIPS = 64
 # Lines prefetched per array row an iteration touches (a row's accesses far apart: their own).
 MAX_PREFETCHED_SPAN_LINES = 4
 _LOOPS = frozenset({"affine.for", "affine.parallel", "scf.for", "scf.parallel", "scf.while"})
-# Ops a loop body may hold besides loads and stores (nothing with regions, no calls).
-_PURE_PREFIXES = ("arith.", "math.", "affine.apply", "affine.min", "affine.max", "affine.yield")
 
 
 @dataclass
@@ -56,16 +61,8 @@ def prefetch_page_strided_accesses(module: ir.Module) -> int:
     """Every innermost `affine.for` of `module` prefetches the accesses that move by a page or
     more per iteration, `PREFETCH_ITERATIONS_AHEAD` iterations ahead (module docstring);
     returns how many prefetches it placed."""
-    loops: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "affine.for" and _straight_line(op):
-            loops.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
     placed = 0
-    for loop in loops:
+    for loop in straight_line_loops(module):
         trips = _trip_bound(loop)
         if (trips is not None and trips < MIN_PREFETCH_TRIPS) or not _bounds_loop_invariant(loop):
             continue
@@ -77,23 +74,11 @@ def prefetch_page_strided_accesses(module: ir.Module) -> int:
     return placed
 
 
-def _straight_line(loop: ir.Operation) -> bool:
-    body = loop.regions[0].blocks[0]
-    for op in body.operations:
-        name = op.operation.name
-        if name in ("affine.load", "affine.store"):
-            continue
-        if op.operation.regions or not name.startswith(_PURE_PREFIXES):
-            return False
-    return True
-
-
 def _bounds_loop_invariant(loop: ir.Operation) -> bool:
     """Whether `loop`'s bounds depend on no enclosing loop's variable: it walks a whole extent,
     not a tile's share or a triangle's row (data an enclosing loop has just brought in)."""
-    segments = list(ir.DenseI32ArrayAttr(loop.attributes["operandSegmentSizes"]))
-    bound_operands = list(loop.operands)[: segments[0] + segments[1]]
-    pending = list(bound_operands)
+    (_, lb_operands), (_, ub_operands) = for_bounds(loop)
+    pending = [*lb_operands, *ub_operands]
     seen: set[ir.Value] = set()
     while pending:
         value = pending.pop()
@@ -114,12 +99,7 @@ def _trip_bound(loop: ir.Operation) -> int | None:
     """An upper bound on the iterations of `loop` where some upper bound minus some lower bound
     is a constant (a tile's rows: `max(b, ..)` to `min(b + 16, ..)`); None when unknown."""
     step = ir.IntegerAttr(loop.attributes["step"]).value
-    segments = list(ir.DenseI32ArrayAttr(loop.attributes["operandSegmentSizes"]))
-    operands = list(loop.operands)
-    lb_operands = operands[: segments[0]]
-    ub_operands = operands[segments[0] : segments[0] + segments[1]]
-    lb_map = ir.AffineMapAttr(loop.attributes["lowerBoundMap"]).value
-    ub_map = ir.AffineMapAttr(loop.attributes["upperBoundMap"]).value
+    (lb_map, lb_operands), (ub_map, ub_operands) = for_bounds(loop)
     best: int | None = None
     lows = _linear_results(lb_map, lb_operands)
     highs = _linear_results(ub_map, ub_operands)
@@ -163,7 +143,7 @@ def _page_strided_groups(loop: ir.Operation) -> list[_Group]:
             subscripts = tuple(linear_form(e, indices, amap.n_dims) for e in amap.results)
         except Inexpressible:
             continue
-        if any(_defined_in(value, body) for terms, _ in subscripts for value, _ in terms):
+        if any(defined_in_loop_body(value, body) for terms, _ in subscripts for value, _ in terms):
             continue  # a subscript computed in the body cannot be shifted ahead
         stride = 1
         moved = 0
@@ -197,13 +177,6 @@ def _static_row_major(memref_type: ir.Type) -> tuple[list[int], int] | None:
     else:
         return None
     return list(mtype.shape), max(1, bits // 8)
-
-
-def _defined_in(value: ir.Value, body: ir.Block) -> bool:
-    owner = value.owner
-    if isinstance(owner, ir.Block):
-        return owner == body and value != body.arguments[0]
-    return owner.operation.block == body
 
 
 def _prefetch(loop: ir.Operation, group: _Group) -> int:
