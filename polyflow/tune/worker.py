@@ -360,6 +360,10 @@ def main(argv: list[str] | None = None) -> int:
     import socket
 
     result.worker = socket.gethostname() + f":{os.getppid()}"
+    if len(args) > 2 and os.getppid() != int(args[2]):
+        # the parent died while the job ran, before the watch saw it: nobody reads the result
+        shutil.rmtree(scratch, ignore_errors=True)
+        return 0
     tmp = Path(result_path).with_suffix(".tmp")
     tmp.write_bytes(pickle.dumps(result))
     tmp.replace(result_path)
