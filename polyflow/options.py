@@ -199,6 +199,15 @@ class Options(BaseModel):
         "strip's data stays in cache from one nest to the next",
         json_schema_extra=_POLYHEDRAL,
     )
+    align_vector_loops: bool = Field(
+        default=True,
+        description="run each vectorized innermost loop's vectors from where its unit-stride "
+        "store is aligned to the vector size (a whole vector at each end where iterations may "
+        "run twice, else a few scalar iterations first): a row from element 1 of a "
+        "page-aligned array otherwise splits every other vector access across two cache lines "
+        "(stencils: heat-3d, fdtd-2d)",
+        json_schema_extra=_POLYHEDRAL,
+    )
     index_split: bool = Field(
         default=True,
         description="cut a loop whose carried dependences all start or end at one iteration "

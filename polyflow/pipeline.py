@@ -28,6 +28,7 @@ from polyflow.lowering.llvm_ir import (
 from polyflow.lowering.ptx import gpu_resource_remarks, kernels_to_ptx, outline_kernels
 from polyflow.options import Options, grad_spec
 from polyflow.report import CompileReport, Remark, ReportViews
+from polyflow.target import target_of
 from polyflow.toolchain import openmp_library_dir
 
 ModuleStage = tuple[str, Callable[[ir.Module, Options], ir.Module]]
@@ -72,6 +73,11 @@ def _lower_to_llvm(module: ir.Module, options: Options) -> ir.Module:
         fast_math=options.fast_math,
         line_tables=options.debug_info,
         gpu_host=gpu_host,
+        vector_bytes=(
+            target_of(options.march, options.mtune).vector_bits // 8
+            if options.align_vector_loops and options.opt_level >= 2
+            else None
+        ),
     )
 
 

@@ -179,3 +179,49 @@ def for_bounds(
         (lower, operands[: segments[0]]),
         (upper, operands[segments[0] : segments[0] + segments[1]]),
     )
+
+
+def trip_bound(loop: ir.Operation) -> int | None:
+    """An upper bound on the iterations of `loop` where some upper bound minus some lower bound
+    is a constant (a tile's rows: `max(b, ..)` to `min(b + 16, ..)`); None when unknown."""
+    step = ir.IntegerAttr(loop.attributes["step"]).value
+    (lb_map, lb_operands), (ub_map, ub_operands) = for_bounds(loop)
+    best: int | None = None
+    lows = _linear_results(lb_map, lb_operands)
+    highs = _linear_results(ub_map, ub_operands)
+    for low_terms, low in lows:
+        for high_terms, high in highs:
+            if low_terms == high_terms:
+                trips = max(0, -(-(high - low) // step))
+                best = trips if best is None else min(best, trips)
+    return best
+
+
+def _linear_results(amap: ir.AffineMap, operands: list[ir.Value]) -> list[Linear]:
+    """The results of bound map `amap` that are linear (a bound's other results only tighten it)."""
+    forms = []
+    for expr in amap.results:
+        try:
+            forms.append(linear_form(expr, operands, amap.n_dims))
+        except Inexpressible:
+            continue
+    return forms
+
+
+def static_row_major(memref_type: ir.Type) -> tuple[list[int], int] | None:
+    """The extents and element size of a statically shaped memref in row-major layout."""
+    if not isinstance(memref_type, ir.MemRefType):
+        return None
+    mtype = memref_type
+    layout = mtype.layout
+    identity = isinstance(layout, ir.AffineMapAttr) and layout.value == ir.AffineMap.get_identity(
+        mtype.rank
+    )
+    if not mtype.has_static_shape or not identity or mtype.rank == 0:
+        return None
+    element = mtype.element_type
+    if isinstance(element, ir.FloatType | ir.IntegerType):
+        bits = element.width
+    else:
+        return None
+    return list(mtype.shape), max(1, bits // 8)

@@ -12,6 +12,7 @@ from polyflow.lowering.float_reductions import deterministic_float_reductions
 from polyflow.lowering.libm_calls import call_libm_for_inexact_math
 from polyflow.lowering.page_prefetch import prefetch_page_strided_accesses
 from polyflow.lowering.recurrences import recurrence_cycles
+from polyflow.lowering.vector_alignment import align_vector_loops
 
 # convert-math-to-llvm takes what LLVM has intrinsics for; math-to-libm the rest (tanh, erf...).
 # convert-vector-to-llvm: the micro-kernels' vector loads, stores, broadcasts and FMAs.
@@ -89,6 +90,7 @@ def lower_to_llvm_dialect(
     fast_math: bool = False,
     line_tables: bool = False,
     gpu_host: bool = False,
+    vector_bytes: int | None = None,
 ) -> ir.Module:
     """Lower every op to the LLVM dialect in place; the module is then translatable to LLVM IR.
     Parallel loops become OpenMP (`omp` ops, calls into libiomp5 once translated), run by
@@ -97,12 +99,16 @@ def lower_to_llvm_dialect(
     a recurrence that is not a reduction all but reassociation, `allow_fast_math`); with
     `line_tables` (-g) each function gets a debug scope, so its ops' file:line:col locations
     become the object's line table. `gpu_host`: the module launches kernels (`gpu.binary` and
-    `gpu.launch_func`), which become calls of the CUDA runtime (drivers/cuda_runtime.c)."""
+    `gpu.launch_func`), which become calls of the CUDA runtime (drivers/cuda_runtime.c).
+    `vector_bytes`: vector loops start where their store is aligned to that many bytes
+    (`vector_alignment.py`; None: as they are)."""
     with module.context:
         call_libm_for_inexact_math(module)
         with ir.Location.unknown():
             carry_stored_values(module)
             prefetch_page_strided_accesses(module)
+            if vector_bytes:
+                align_vector_loops(module, vector_bytes)
         if fast_math:
             allow_fast_math(module)
         noalias = _noalias_pointer_positions(module)

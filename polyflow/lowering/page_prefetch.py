@@ -32,7 +32,9 @@ from polyflow.ir.affine import (
     defined_in_loop_body,
     for_bounds,
     linear_form,
+    static_row_major,
     straight_line_loops,
+    trip_bound,
 )
 from polyflow.lowering.recurrences import VECTORIZABLE_REDUCTION_KINDS, recurrence_cycles
 
@@ -63,7 +65,7 @@ def prefetch_page_strided_accesses(module: ir.Module) -> int:
     returns how many prefetches it placed."""
     placed = 0
     for loop in straight_line_loops(module):
-        trips = _trip_bound(loop)
+        trips = trip_bound(loop)
         if (trips is not None and trips < MIN_PREFETCH_TRIPS) or not _bounds_loop_invariant(loop):
             continue
         if not recurrence_cycles(loop, VECTORIZABLE_REDUCTION_KINDS):
@@ -95,33 +97,6 @@ def _bounds_loop_invariant(loop: ir.Operation) -> bool:
     return True
 
 
-def _trip_bound(loop: ir.Operation) -> int | None:
-    """An upper bound on the iterations of `loop` where some upper bound minus some lower bound
-    is a constant (a tile's rows: `max(b, ..)` to `min(b + 16, ..)`); None when unknown."""
-    step = ir.IntegerAttr(loop.attributes["step"]).value
-    (lb_map, lb_operands), (ub_map, ub_operands) = for_bounds(loop)
-    best: int | None = None
-    lows = _linear_results(lb_map, lb_operands)
-    highs = _linear_results(ub_map, ub_operands)
-    for low_terms, low in lows:
-        for high_terms, high in highs:
-            if low_terms == high_terms:
-                trips = max(0, -(-(high - low) // step))
-                best = trips if best is None else min(best, trips)
-    return best
-
-
-def _linear_results(amap: ir.AffineMap, operands: list[ir.Value]) -> list[Linear]:
-    """The results of bound map `amap` that are linear (a bound's other results only tighten it)."""
-    forms = []
-    for expr in amap.results:
-        try:
-            forms.append(linear_form(expr, operands, amap.n_dims))
-        except Inexpressible:
-            continue
-    return forms
-
-
 def _page_strided_groups(loop: ir.Operation) -> list[_Group]:
     body = loop.regions[0].blocks[0]
     iv = body.arguments[0]
@@ -134,7 +109,7 @@ def _page_strided_groups(loop: ir.Operation) -> list[_Group]:
         write = access.name == "affine.store"
         memref = access.operands[1 if write else 0]
         indices = list(access.operands)[2 if write else 1 :]
-        shape = _static_row_major(memref.type)
+        shape = static_row_major(memref.type)
         if shape is None:
             continue
         extents, element_bytes = shape
@@ -160,31 +135,12 @@ def _page_strided_groups(loop: ir.Operation) -> list[_Group]:
     return list(groups.values())
 
 
-def _static_row_major(memref_type: ir.Type) -> tuple[list[int], int] | None:
-    """The extents and element size of a statically shaped memref in row-major layout."""
-    if not isinstance(memref_type, ir.MemRefType):
-        return None
-    mtype = memref_type
-    layout = mtype.layout
-    identity = isinstance(layout, ir.AffineMapAttr) and layout.value == ir.AffineMap.get_identity(
-        mtype.rank
-    )
-    if not mtype.has_static_shape or not identity or mtype.rank == 0:
-        return None
-    element = mtype.element_type
-    if isinstance(element, ir.FloatType | ir.IntegerType):
-        bits = element.width
-    else:
-        return None
-    return list(mtype.shape), max(1, bits // 8)
-
-
 def _prefetch(loop: ir.Operation, group: _Group) -> int:
     """Prefetches at the top of `loop`'s body for the lines `group` spans, ahead of the loop."""
     body = loop.regions[0].blocks[0]
     iv = body.arguments[0]
     step = ir.IntegerAttr(loop.attributes["step"]).value
-    shape = _static_row_major(group.memref.type)
+    shape = static_row_major(group.memref.type)
     assert shape is not None
     extents, element_bytes = shape
     per_line = max(1, CACHE_LINE_BYTES // element_bytes)
