@@ -149,8 +149,13 @@ def test_stencil_vectors_are_loaded_not_shuffled_from_the_previous_iteration(
     options = polyflow.Options(opt_level=3, march="haswell")
     polyflow.build_program(src, out, options=options, emit="llvm")
     text = out.read_text()
-    assert "<4 x double>" in text
-    assert "vector.recur" not in text and "shufflevector" not in text
+    assert "<4 x double>" in text and "vector.recur" not in text
+    # in the vector loops (the whole vectors before and after an aligned middle,
+    # lowering/vector_alignment.py, may build their neighbours once per row)
+    loops = re.findall(r"\n(vector\.body[\w.]*:.*?)\n\n", text, re.S)
+    assert loops
+    for loop in loops:
+        assert "shufflevector" not in loop.replace("<4 x i32> zeroinitializer", "")
 
 
 EXPM1_LOG1P = """
