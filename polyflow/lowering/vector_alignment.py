@@ -64,8 +64,8 @@ class _Plan:
 
 def align_vector_loops(module: ir.Module, vector_bytes: int) -> int:
     """Run every innermost straight-line `affine.for` of `module` with a unit-stride store as
-    vectors from where that
-    store is `vector_bytes`-aligned (module docstring); returns how many loops it split."""
+    vectors from where that store is `vector_bytes`-aligned (module docstring); returns how
+    many loops it split."""
     split = 0
     bases: dict[ir.Value, ir.Value] = {}
     for loop in straight_line_loops(module):
@@ -83,7 +83,7 @@ def align_vector_loops(module: ir.Module, vector_bytes: int) -> int:
 def _plan(loop: ir.Operation, vector_bytes: int) -> _Plan | None:
     """The store `loop` is aligned on, or None where the loop does not qualify: step 1, no
     carried values, linear lower bounds, not known to be short, a unit-stride store into a
-    statically shaped row-major array defined at the function's top level."""
+    row-major array with static rows (`_row_major`) defined at the function's top level."""
     if ir.IntegerAttr(loop.attributes["step"]).value != 1 or len(loop.results):
         return None
     (lb_map, lb_operands), _ = for_bounds(loop)
