@@ -78,6 +78,7 @@ def _lower_to_llvm(module: ir.Module, options: Options) -> ir.Module:
             if options.align_vector_loops and options.opt_level >= 2
             else None
         ),
+        min_parallel_work=options.min_parallel_work if options.parallel else None,
     )
 
 

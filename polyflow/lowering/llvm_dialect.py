@@ -10,6 +10,7 @@ from polyflow.lowering.alias_scopes import scope_noalias_accesses
 from polyflow.lowering.carried_values import carry_stored_values
 from polyflow.lowering.float_reductions import deterministic_float_reductions
 from polyflow.lowering.libm_calls import call_libm_for_inexact_math
+from polyflow.lowering.parallel_threshold import serialize_small_parallel_loops
 from polyflow.lowering.page_prefetch import prefetch_page_strided_accesses
 from polyflow.lowering.recurrences import recurrence_cycles
 from polyflow.lowering.vector_alignment import align_vector_loops
@@ -91,6 +92,7 @@ def lower_to_llvm_dialect(
     line_tables: bool = False,
     gpu_host: bool = False,
     vector_bytes: int | None = None,
+    min_parallel_work: int | None = None,
 ) -> ir.Module:
     """Lower every op to the LLVM dialect in place; the module is then translatable to LLVM IR.
     Parallel loops become OpenMP (`omp` ops, calls into libiomp5 once translated), run by
@@ -101,7 +103,9 @@ def lower_to_llvm_dialect(
     become the object's line table. `gpu_host`: the module launches kernels (`gpu.binary` and
     `gpu.launch_func`), which become calls of the CUDA runtime (drivers/cuda_runtime.c).
     `vector_bytes`: vector loops start where their store is aligned to that many bytes
-    (`vector_alignment.py`; None: as they are)."""
+    (`vector_alignment.py`; None: as they are). `min_parallel_work`: a parallel loop whose work
+    is known only at run time forks the threads only when it runs at least that many innermost
+    iterations (`parallel_threshold.py`; None: always)."""
     with module.context:
         call_libm_for_inexact_math(module)
         with ir.Location.unknown():
@@ -118,6 +122,9 @@ def lower_to_llvm_dialect(
                 to_openmp += f"{{num-threads={threads}}}"
             PassManager.parse(f"builtin.module({to_scf})").run(module.operation)
             deterministic_float_reductions(module.operation)
+            if min_parallel_work:
+                with ir.Location.unknown():
+                    serialize_small_parallel_loops(module, min_parallel_work)
             PassManager.parse(f"builtin.module({to_openmp})").run(module.operation)
             hoist_loop_allocas(module)
             schedule_tile_loops_dynamically(module)
