@@ -805,10 +805,17 @@ def test_contractions_over_large_arrays_are_tiled() -> None:
     assert n_tiled_bands(untiled, result) >= 1
 
 
-def test_contractions_whose_arrays_fit_in_cache_are_not_tiled() -> None:
+def test_contractions_whose_arrays_fit_in_cache_are_not_tiled_without_micro_kernels() -> None:
     # gemm at 40: the three arrays take 38 KB, which the L2 keeps between uses anyway
-    untiled, result = tiled_with_shapes(gemm(), 40)
+    untiled, result = tiled_with_shapes(gemm(), 40, micro_kernels=False)
     assert n_tiled_bands(untiled, result) == 0
+
+
+def test_contractions_get_their_tiles_for_the_micro_kernels_even_when_they_fit() -> None:
+    # the micro-kernels take the contraction's point band; untiled, the band's rows would be
+    # jammed as in-order sums instead (a small layer on a host with a 2 MiB L2)
+    untiled, result = tiled_with_shapes(gemm(), 40)
+    assert n_tiled_bands(untiled, result) == 1
 
 
 @pytest.mark.parametrize("kernel", [floyd_warshall, matrix_vector])

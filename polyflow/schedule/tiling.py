@@ -14,7 +14,8 @@ array_shapes=None)`:
       along an outer member with more than half the L2 touched in between, or the same
       cache line with more than the L1: the target's caches, polyflow/target.py), or, with
       `options.parallel`, when tiling keeps a parallel loop outermost that reordering for
-      locality would move inwards (`_tiling_keeps_parallel_loop_outside`). Matrix-vector nests
+      locality would move inwards (`_tiling_keeps_parallel_loop_outside`), or when it holds a
+      contraction for the micro-kernels (below). Matrix-vector nests
       and floyd-warshall's (i, j) band touch a row or two between reuses, and run 1.5-2x faster
       untiled. Sizes the user gives are always applied.
     * sizes: `options.tile_sizes` per band member, outermost first, the last one repeating; None
@@ -338,9 +339,13 @@ def _tile_subtree(
             wanted = (*wanted[:-2], wanted[-2] * INTERLEAVED_ROWS_FACTOR, wanted[-1])
         sizes = _fitted_sizes(node, wanted)
         # Sizes the user gave are followed; the default ones only where they bring reuse, or
-        # keep a parallel loop outermost that the locality order would move inwards.
+        # keep a parallel loop outermost that the locality order would move inwards. A
+        # contraction always gets its tiles: the micro-kernels take its point band (a member
+        # smaller than its tile is not tiled), and left untiled a small one whose data fits
+        # the L2 (a 37x150x300 layer with a 2 MiB L2) became jammed in-order sums instead.
         pays = (
             options.tile_sizes is not None
+            or roles is not None
             or _tiling_pays(
                 node, strides, shapes, element_bytes, target_of(options.march, options.mtune).caches
             )
