@@ -67,6 +67,7 @@ def _lower_to_llvm(module: ir.Module, options: Options) -> ir.Module:
         with module.context:  # the functions become llvm.func: the module keeps these
             attach_remarks(module.operation, gpu_resource_remarks(made, options))
         gpu_host = bool(made.ptx)
+    target = target_of(options.march, options.mtune)
     return lower_to_llvm_dialect(
         module,
         threads=options.threads,
@@ -74,11 +75,14 @@ def _lower_to_llvm(module: ir.Module, options: Options) -> ir.Module:
         line_tables=options.debug_info,
         gpu_host=gpu_host,
         vector_bytes=(
-            target_of(options.march, options.mtune).vector_bits // 8
+            target.vector_bits // 8
             if options.align_vector_loops and options.opt_level >= 2
             else None
         ),
         min_parallel_work=options.min_parallel_work if options.parallel else None,
+        vector_bits=(
+            target.vector_bits if target.vector_bits > 256 and options.opt_level >= 2 else None
+        ),
     )
 
 

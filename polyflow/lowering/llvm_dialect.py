@@ -10,10 +10,11 @@ from polyflow.lowering.alias_scopes import scope_noalias_accesses
 from polyflow.lowering.carried_values import carry_stored_values
 from polyflow.lowering.float_reductions import deterministic_float_reductions
 from polyflow.lowering.libm_calls import call_libm_for_inexact_math
-from polyflow.lowering.parallel_threshold import serialize_small_parallel_loops
 from polyflow.lowering.page_prefetch import prefetch_page_strided_accesses
+from polyflow.lowering.parallel_threshold import serialize_small_parallel_loops
 from polyflow.lowering.recurrences import recurrence_cycles
 from polyflow.lowering.vector_alignment import align_vector_loops
+from polyflow.lowering.vector_width import prefer_vector_width
 
 # convert-math-to-llvm takes what LLVM has intrinsics for; math-to-libm the rest (tanh, erf...).
 # convert-vector-to-llvm: the micro-kernels' vector loads, stores, broadcasts and FMAs.
@@ -93,6 +94,7 @@ def lower_to_llvm_dialect(
     gpu_host: bool = False,
     vector_bytes: int | None = None,
     min_parallel_work: int | None = None,
+    vector_bits: int | None = None,
 ) -> ir.Module:
     """Lower every op to the LLVM dialect in place; the module is then translatable to LLVM IR.
     Parallel loops become OpenMP (`omp` ops, calls into libiomp5 once translated), run by
@@ -105,8 +107,12 @@ def lower_to_llvm_dialect(
     `vector_bytes`: vector loops start where their store is aligned to that many bytes
     (`vector_alignment.py`; None: as they are). `min_parallel_work`: a parallel loop whose work
     is known only at run time forks the threads only when it runs at least that many innermost
-    iterations (`parallel_threshold.py`; None: always)."""
+    iterations (`parallel_threshold.py`; None: always). `vector_bits`: LLVM's vectorizers may
+    use vectors that wide in the functions where that pays (`vector_width.py`; None: LLVM's
+    choice everywhere)."""
     with module.context:
+        if vector_bits:
+            prefer_vector_width(module, vector_bits, fast_math=fast_math)
         call_libm_for_inexact_math(module)
         with ir.Location.unknown():
             carry_stored_values(module)

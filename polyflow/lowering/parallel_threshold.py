@@ -23,10 +23,13 @@ before convert-scf-to-openmp.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeAlias
+
 from mlir import ir
 from mlir.dialects import arith, scf
 
-Count = int | ir.Value  # a Python int when known while compiling, else an index value
+Count: TypeAlias = int | ir.Value  # a Python int when known while compiling, else an index value
 
 # arith ops that may be evaluated before the loop that holds them: pure, never trapping
 # (divisions are admitted separately, by a nonzero constant only)
@@ -178,7 +181,7 @@ class _WorkCounter:
 
     # -- arithmetic on counts, folded in Python where both sides are known ----------------------
 
-    def _emit(self, build) -> ir.Value:  # noqa: ANN001 — a callable making one op's result
+    def _emit(self, build: Callable[[], ir.Value]) -> ir.Value:
         with self.point:
             value = build()
         self.created.append(value.owner)
