@@ -65,10 +65,12 @@ int main(void) {
   DATA_TYPE (*B)[NJ] = (DATA_TYPE (*)[NJ])BENCH_ALLOC(DATA_TYPE, NK * NJ);
   DATA_TYPE (*C)[NL] = (DATA_TYPE (*)[NL])BENCH_ALLOC(DATA_TYPE, NJ * NL);
   DATA_TYPE (*D)[NL] = (DATA_TYPE (*)[NL])BENCH_ALLOC(DATA_TYPE, NI * NL);
-  init_array(NI, NJ, NK, NL, &alpha, &beta, A, B, C, D);
-  bench_timer_start();
-  kernel_2mm(NI, NJ, NK, NL, alpha, beta, tmp, A, B, C, D);
-  bench_timer_stop();
+  do {
+    init_array(NI, NJ, NK, NL, &alpha, &beta, A, B, C, D);
+    bench_timer_start();
+    kernel_2mm(NI, NJ, NK, NL, alpha, beta, tmp, A, B, C, D);
+    bench_timer_stop();
+  } while (bench_again());
   bench_timer_print();
   bench_dump("D", &D[0][0], (long)NI * NL);
   bench_dump("tmp", &tmp[0][0], (long)NI * NJ);

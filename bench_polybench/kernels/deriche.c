@@ -99,11 +99,12 @@ int main(void) {
   DATA_TYPE (*y1)[H] = (DATA_TYPE (*)[H])BENCH_ALLOC(DATA_TYPE, W * H);
   DATA_TYPE (*y2)[H] = (DATA_TYPE (*)[H])BENCH_ALLOC(DATA_TYPE, W * H);
 
-  init_array(w, h, &alpha, imgIn);
-
-  bench_timer_start();
-  kernel_deriche(w, h, alpha, imgIn, imgOut, y1, y2);
-  bench_timer_stop();
+  do {
+    init_array(w, h, &alpha, imgIn);
+    bench_timer_start();
+    kernel_deriche(w, h, alpha, imgIn, imgOut, y1, y2);
+    bench_timer_stop();
+  } while (bench_again());
   bench_timer_print();
 
   bench_dump("imgOut", &imgOut[0][0], (long)W * H);

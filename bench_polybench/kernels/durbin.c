@@ -40,11 +40,12 @@ int main(void) {
   DATA_TYPE *y = BENCH_ALLOC(DATA_TYPE, N);
   DATA_TYPE *z = BENCH_ALLOC(DATA_TYPE, N);
 
-  init_array(N, r);
-
-  bench_timer_start();
-  kernel_durbin(N, r, y, z);
-  bench_timer_stop();
+  do {
+    init_array(N, r);
+    bench_timer_start();
+    kernel_durbin(N, r, y, z);
+    bench_timer_stop();
+  } while (bench_again());
   bench_timer_print();
 
   bench_dump("y", y, N);

@@ -60,11 +60,12 @@ int main(void) {
   DATA_TYPE (*hz)[NY] = (DATA_TYPE (*)[NY])BENCH_ALLOC(DATA_TYPE, NX * NY);
   DATA_TYPE *fict = BENCH_ALLOC(DATA_TYPE, TMAX);
 
-  init_array(tmax, nx, ny, ex, ey, hz, fict);
-
-  bench_timer_start();
-  kernel_fdtd_2d(tmax, nx, ny, ex, ey, hz, fict);
-  bench_timer_stop();
+  do {
+    init_array(tmax, nx, ny, ex, ey, hz, fict);
+    bench_timer_start();
+    kernel_fdtd_2d(tmax, nx, ny, ex, ey, hz, fict);
+    bench_timer_stop();
+  } while (bench_again());
   bench_timer_print();
 
   bench_dump("ex", &ex[0][0], (long)NX * NY);

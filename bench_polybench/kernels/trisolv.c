@@ -45,11 +45,12 @@ int main(void) {
   DATA_TYPE *x = BENCH_ALLOC(DATA_TYPE, N);
   DATA_TYPE *b = BENCH_ALLOC(DATA_TYPE, N);
 
-  init_array(n, L, x, b);
-
-  bench_timer_start();
-  kernel_trisolv(n, L, x, b);
-  bench_timer_stop();
+  do {
+    init_array(n, L, x, b);
+    bench_timer_start();
+    kernel_trisolv(n, L, x, b);
+    bench_timer_stop();
+  } while (bench_again());
   bench_timer_print();
 
   bench_dump("x", x, N);
