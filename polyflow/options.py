@@ -329,7 +329,9 @@ class Options(BaseModel):
         ge=0,
         description="do not parallelize a loop nest known to run fewer innermost iterations "
         "than this in all (forking and joining the threads would cost more), nor one forked "
-        "on each of many outer iterations that runs fewer than 8 times this",
+        "on each of many outer iterations that runs fewer than 8 times this; a nest whose "
+        "count is known only when it runs counts it first, and runs sequentially below this "
+        "(0: no such check)",
         json_schema_extra=_POLYHEDRAL,
     )
     tuned: bool = Field(

@@ -149,3 +149,23 @@ def test_small_and_large_runtime_sized_loops_match_gcc_on_1_and_2_threads(
                 [tmp_path / "pf", *args], capture_output=True, text=True, check=True, env=env
             ).stdout
             assert float(got) == pytest.approx(float(want), rel=1e-13), (m, calls, threads)
+
+
+def test_a_two_dimensional_parallel_loop_becomes_two_nested_loops_below_the_threshold() -> None:
+    grid = """
+func.func @grid(%A: memref<?x?xf64>, %n: index, %m: index) {
+  affine.parallel (%i, %j) = (1, 2) to (%n, %m) step (1, 3) {
+    %x = affine.load %A[%i, %j] : memref<?x?xf64>
+    %y = arith.addf %x, %x : f64
+    affine.store %y, %A[%i, %j] : memref<?x?xf64>
+  }
+  return
+}
+"""
+    count, text = _guarded(grid)
+    assert count == 1
+    otherwise = text[text.index("} else {") :]
+    # rows from 1, columns from 2 in steps of 3: the parallel loop's own bounds and steps
+    assert otherwise.count("scf.for") == 2
+    assert re.search(r"step %c3\w*", otherwise)
+    assert "arith.ceildivui" in text  # the column count: ceil((m - 2) / 3)
