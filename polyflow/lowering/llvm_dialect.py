@@ -112,7 +112,7 @@ def lower_to_llvm_dialect(
     choice everywhere)."""
     with module.context:
         if vector_bits:
-            prefer_vector_width(module, vector_bits, fast_math=fast_math)
+            prefer_vector_width(module, vector_bits)
         call_libm_for_inexact_math(module)
         with ir.Location.unknown():
             carry_stored_values(module)

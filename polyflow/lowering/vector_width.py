@@ -7,8 +7,13 @@ heat-3d 1.16 -> 0.91 s, jacobi-1d 0.36 -> 0.30 ms with 512-bit vectors (gcc: 1.2
 Sums kept in C's order (vectorized as ordered reductions, lane after lane) lose instead: bicg
 1.27 -> 1.68 ms, atax 3.5 -> 4.9 ms, gesummv 1.6 -> 2.0 ms; so a function with a float
 accumulator it may not reorder (in a register or, where the loop was not raised, in memory)
-keeps LLVM's choice; with -ffast-math every sum may be reordered, and every function gets it. The
-preference is a function attribute, which the functions LLVM outlines for OpenMP inherit.
+keeps LLVM's choice, and so does a function that calls one, as what it inlines takes its
+width. That keeps doitgen's at 256 bits through its alias dispatcher, whose fallback copy sums
+in memory, and rightly: with 512-bit vectors its optimized copy ran 0.098 -> 0.121 s (0.103 ->
+0.127 under -ffast-math), so wider is not always better, and the rule is measured, not derived.
+Under -ffast-math the same rule applies (sums schedule-parallelize marked reorderable count as
+reorderable). The preference is a function attribute, which the functions LLVM outlines for
+OpenMP inherit.
 """
 
 from __future__ import annotations
@@ -21,12 +26,11 @@ _LOOPS = frozenset({"affine.for", "scf.for", "scf.while"})
 _UNRAISED_LOOPS = frozenset({"scf.for", "scf.while"})
 
 
-def prefer_vector_width(module: ir.Module, bits: int, *, fast_math: bool = False) -> list[str]:
-    """Give each function of `module` with a body and no float sum kept in C's order (any, with
-    `fast_math`), whose callees in `module` are such functions too, the LLVM attribute
-    `prefer-vector-width=bits`; returns their names. Call
-    before lowering makes `scf` loops of affine ones and the functions `llvm.func` (the
-    attribute is carried over)."""
+def prefer_vector_width(module: ir.Module, bits: int) -> list[str]:
+    """Give each function of `module` with a body and no float sum kept in C's order, whose
+    callees in `module` are such functions too, the LLVM attribute `prefer-vector-width=bits`;
+    returns their names. Call before lowering makes `scf` loops of affine ones and the
+    functions `llvm.func` (the attribute is carried over)."""
     functions = {
         ir.StringAttr(op.operation.attributes["sym_name"]).value: op.operation
         for op in module.body.operations
@@ -34,7 +38,7 @@ def prefer_vector_width(module: ir.Module, bits: int, *, fast_math: bool = False
     }
     # a function takes the preference into the functions inlined into it (a C entry point, a
     # dispatcher): only where everything it calls here qualifies too
-    qualifies = {name: fast_math or not _may_sum_in_order(fn) for name, fn in functions.items()}
+    qualifies = {name: not _may_sum_in_order(fn) for name, fn in functions.items()}
     calls = {name: _callees(fn) for name, fn in functions.items()}
     changed = True
     while changed:
