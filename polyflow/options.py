@@ -186,8 +186,9 @@ class Options(BaseModel):
         description="where the innermost loop of a band is a recurrence (each iteration waits "
         "for the one before: seidel-2d, adi's sweeps) and the loop around it gives independent "
         "rows, run those rows side by side in the innermost loop, skewed where they depend on "
-        "each other, so the core overlaps their chains; where it is a float sum in C's order "
-        "along a contiguous loop (bicg, mvt, trisolv), unroll 8 rows and jam them into it",
+        "each other, so the core overlaps their chains; where it is a float sum along a "
+        "contiguous loop (bicg, mvt, trisolv; in C's order or, with -ffast-math, not), unroll "
+        "8 rows and jam them into it",
         json_schema_extra=_POLYHEDRAL,
     )
     row_strips: bool = Field(
