@@ -29,6 +29,8 @@ from typing import TypeAlias
 from mlir import ir
 from mlir.dialects import arith, scf
 
+from polyflow.ir.ops import defined_in, walk
+
 Count: TypeAlias = int | ir.Value  # a Python int when known while compiling, else an index value
 
 # arith ops that may be evaluated before the loop that holds them: pure, never trapping
@@ -247,13 +249,13 @@ class _WorkCounter:
         `_Uncountable` when it depends on what the loop computes."""
         owner = value.owner
         if isinstance(owner, ir.Block):
-            if _inside(owner.owner, self.loop):
+            if defined_in(value, self.loop):
                 raise _Uncountable
             return value
         op = owner.operation
         if op.name == "arith.constant" and isinstance(value.type, ir.IndexType):
             return ir.IntegerAttr(op.attributes["value"]).value
-        if not _inside(op, self.loop):
+        if not defined_in(value, self.loop):
             return value
         if value in self.hoisted:
             return self.hoisted[value]
@@ -276,29 +278,10 @@ class _WorkCounter:
         return self.hoisted[value]
 
 
-def _inside(op: ir.Operation | ir.OpView, ancestor: ir.Operation) -> bool:
-    """Whether `op` is `ancestor` or nested in its regions."""
-    current = op.operation
-    while True:
-        if current == ancestor:
-            return True
-        parent = current.parent
-        if parent is None:
-            return False
-        current = parent.operation
-
-
 def _has_loops(region: ir.Region) -> bool:
-    found = False
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        nonlocal found
-        if op.name in ("scf.for", "scf.while", "scf.parallel"):
-            found = True
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    for block in region.blocks:
-        for op in block.operations:
-            op.operation.walk(visit)
-    return found
+    return any(
+        inner.name in ("scf.for", "scf.while", "scf.parallel")
+        for block in region.blocks
+        for op in block.operations
+        for inner in walk(op.operation)
+    )

@@ -21,6 +21,7 @@ from __future__ import annotations
 from mlir import ir
 
 from polyflow.ir.names import REASSOCIATED_ATTR
+from polyflow.ir.ops import defined_in, walk
 
 _LOOPS = frozenset({"affine.for", "scf.for", "scf.while"})
 _UNRAISED_LOOPS = frozenset({"scf.for", "scf.while"})
@@ -57,15 +58,11 @@ def prefer_vector_width(module: ir.Module, bits: int) -> list[str]:
 
 
 def _callees(function: ir.Operation) -> set[str]:
-    found: set[str] = set()
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "func.call":
-            found.add(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
-        return ir.WalkResult.ADVANCE
-
-    function.walk(visit)
-    return found
+    return {
+        ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+        for op in walk(function)
+        if op.name == "func.call"
+    }
 
 
 def _may_sum_in_order(function: ir.Operation) -> bool:
@@ -103,15 +100,6 @@ def _sums_through_memory(loop: ir.Operation) -> bool:
 
     loop.walk(visit)
     return any(
-        place in loads and all(not _inside(index, loop) for index in place[1]) for place in stores
+        place in loads and all(not defined_in(index, loop) for index in place[1])
+        for place in stores
     )
-
-
-def _inside(value: ir.Value, loop: ir.Operation) -> bool:
-    owner = value.owner
-    op = owner.owner if isinstance(owner, ir.Block) else owner.operation
-    while op is not None:
-        if op == loop:
-            return True
-        op = op.parent
-    return False

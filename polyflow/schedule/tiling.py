@@ -245,8 +245,7 @@ def tile_schedule(
     strides = _AccessStrides(accesses) if accesses else None
     if strides is not None:
         strides.float_sums = float_arrays
-        if not options.reassociation:
-            strides.ordered_sums = float_arrays
+        strides.sums_in_c_order = not options.reassociation
     with _isl_tile_options(ctx):
         root = _tile_subtree(
             schedule.get_root(),
@@ -633,8 +632,8 @@ def _jammable(node: isl.ScheduleNode, strides: _AccessStrides | None) -> bool:
     """Whether `jam_rows` applies to band `node`: permutable, at least two plain members, the
     innermost the only loop left below, and some statement summing into a float accumulator
     along it (`_AccessStrides.float_sums`) while walking its other arrays contiguously or not
-    at all (a vector loop with in-order additions). Under -ffast-math too: the sum vectorizes
-    either way, and the rows jammed share each load of what they read in common (LARGE,
+    at all (a vector loop, its additions in order or, under -ffast-math, not). Under
+    -ffast-math too: the sum vectorizes either way, and the rows jammed share each load of what they read in common (LARGE,
     1 thread, -ffast-math: bicg 3.4 -> 2.2 ms, mvt 3.3 -> 2.3 ms, atax 5.3 -> 3.6 ms; gcc
     -ffast-math 2.7, 8.0, 3.3)."""
     members = node.band_n_member() if node.get_type() == isl.schedule_node_type.band else 0
@@ -1028,11 +1027,10 @@ class _AccessStrides:
 
     def __init__(self, accesses: Sequence[isl.Map]) -> None:
         self._by_statement: dict[str, list[isl.MultiAff]] = {}
-        # floating-point arrays whose sums keep C's order (no -fassociative-math): such an
-        # accumulator is a chain that no vectorizer takes, which interleaving may break up
-        self.ordered_sums: frozenset[str] = frozenset()
-        # floating-point arrays, whatever the contract: the sums that row jamming looks for
+        # floating-point arrays (the sums row jamming looks for), and whether their sums keep
+        # C's order (no -fassociative-math): see `ordered_sums`
         self.float_sums: frozenset[str] = frozenset()
+        self.sums_in_c_order = True
         self._arrays: dict[str, list[str]] = {}
         for relation in accesses:
             function = _single_multi_aff(relation)
@@ -1040,6 +1038,12 @@ class _AccessStrides:
                 name = relation.get_tuple_name(isl.dim_type.in_)
                 self._by_statement.setdefault(name, []).append(function)
                 self._arrays.setdefault(name, []).append(relation.get_tuple_name(isl.dim_type.out))
+
+    @property
+    def ordered_sums(self) -> frozenset[str]:
+        """The floating-point arrays whose sums keep C's order: such an accumulator is a chain
+        that no vectorizer takes, which interleaving may break up."""
+        return self.float_sums if self.sums_in_c_order else frozenset()
 
     def of(self, statement: str) -> list[tuple[str, isl.MultiAff]]:
         """`statement`'s accesses as (array, index function) pairs."""
