@@ -873,10 +873,10 @@ def test_bands_whose_parallel_loop_reordering_would_move_inwards_are_tiled_when_
     shapes = {"S": (160,), "A": (150, 140, 160), "C": (160, 160)}
     schedule = schedule_scop(scop, compute_deps(scop), options=Options())
 
-    def tiles(parallel: bool) -> int:
+    def tiles(parallel: bool, micro_kernels: bool = False) -> int:
         result = tile_schedule(
             schedule,
-            options=Options(parallel=parallel),
+            options=Options(parallel=parallel, micro_kernels=micro_kernels),
             accesses=access_maps(scop),
             array_shapes=shapes,
         )
@@ -884,6 +884,9 @@ def test_bands_whose_parallel_loop_reordering_would_move_inwards_are_tiled_when_
 
     assert tiles(parallel=True) == 1
     assert tiles(parallel=False) == 0
+    # with micro-kernels, S[p] is a row vector summed again under each (r, q): the band gets
+    # the contraction's tiles whether or not it runs in parallel (tests/test_schedule_row_vector)
+    assert tiles(parallel=False, micro_kernels=True) == 1
 
 
 def test_given_tile_sizes_tile_bands_without_reuse() -> None:

@@ -143,7 +143,8 @@ class Contraction:
 
     outer: ir.Operation  # the outermost loop of the nest: the rewrite replaces it
     loops: list[ir.Operation]  # the nest's perfectly nested loops, outermost first
-    u: ir.Operation  # the row loop (MR rows per block)
+    # The row loop (MR rows per block); None for a row vector (`rowless`): X indexed by v only.
+    u: ir.Operation | None
     v: ir.Operation  # the vector loop (NR vectors of W lanes per block)
     # The other loops that index X, in nest order: each (u, v) block runs inside them.
     others: list[ir.Operation]
@@ -374,6 +375,11 @@ def match_contraction(
     return reason or "not in a loop nest"
 
 
+# The longest reduction a row vector's block runs (module docstring): a tile's, whose reads
+# stay in the cache; an untiled matrix-vector product (bicg's `s[j] += r[i] * A[i][j]`) would
+# walk down A's columns instead of along its rows.
+ROWLESS_MAX_DEPTH = 256
+
 # How many loops without results around an innermost loop are tried as the nest's innermost
 # (each try reads the body below it): a convolution whose kh and kw update X in place needs 3.
 MAX_BODY_DEPTH = 4
@@ -440,16 +446,16 @@ def _match_at(bottom: ir.Operation, transposed: bool = False) -> Contraction | s
             return "a read has another element type"
     # Each other loop indexing X may be the row loop u: the one whose blocks load the least.
     # Transposed, v is one of the loops of the other subscripts and u any other loop of X.
-    pairs = (
+    pairs: list[tuple[int | None, int]] = (
         [(u, v) for v in outputs[:-1] for u in outputs if u != v]
         if transposed
-        else [(u, outputs[-1]) for u in outputs[:-1]]
+        else [(u, outputs[-1]) for u in outputs[:-1]] or [(None, outputs[-1])]
     )
     best: tuple[int, Contraction] | str = "no loop indexes the stored element's rows"
     for u, v in pairs:
         candidate = _with_rows(
             loops,
-            loops[u],
+            None if u is None else loops[u],
             loops[v],
             reductions,
             scan,
@@ -473,7 +479,7 @@ def _output_loops(
     the one of the last subscript (v) last, or why the access is not one the rewrite takes:
     every subscript must use at most one of them, as `iv + e` (e free of the nest's loops),
     and each of them must occur in one subscript only, so that distinct iterations of them
-    store distinct elements; the last subscript must use one."""
+    store distinct elements; the last subscript must use one (v alone: a row vector)."""
     n_dims = access_map.n_dims
     results = list(access_map.results)
     found: list[int] = []
@@ -488,14 +494,12 @@ def _output_loops(
         if used[0] in found or not _is_unit_plus_rest(expr, operands, n_dims, ivs[used[0]]):
             return "a loop indexes the stored element other than once with coefficient 1"
         found.append(used[0])
-    if len(found) < 2:
-        return "the stored element is not indexed by two loops (one in the last subscript)"
     return [*sorted(found[:-1]), found[-1]]
 
 
 def _with_rows(
     loops: list[ir.Operation],
-    u: ir.Operation,
+    u: ir.Operation | None,
     v: ir.Operation,
     reductions: list[ir.Operation],
     scan: _Scan,
@@ -505,10 +509,20 @@ def _with_rows(
     transposed: bool = False,
 ) -> Contraction | str:
     """The contraction with `u` as its row loop, or why not: the nest cut to the loops from the
-    outermost of u, v and the reductions in, and each read of another array checked."""
+    outermost of u, v and the reductions in, and each read of another array checked. Without
+    u (X a row vector, `sum[p] += A[s] * B[s][p]`), each block is one row of NR·MR vectors, and
+    only where the reductions are short (a tile's: `ROWLESS_MAX_DEPTH`), its reads contiguous
+    along v (no panel: no other row would share it), and no loop in the body."""
     target, access_map, access_operands = access
-    iv_u, iv_v = _iv(u), _iv(v)
-    top = min(loops.index(loop) for loop in [u, v, *reductions])
+    iv_v = _iv(v)
+    blocked_ivs = [iv_v] if u is None else [_iv(u), iv_v]
+    if u is None:
+        if transposed or scan.body_loops:
+            return "the stored element is not indexed by two loops (one in the last subscript)"
+        depths = [_max_trips(loop) for loop in reductions]
+        if any(d is None or d > ROWLESS_MAX_DEPTH for d in depths):
+            return "a row vector's reduction is not a tile's (it would walk down columns)"
+    top = min(loops.index(loop) for loop in [*([u] if u else []), v, *reductions])
     nest = loops[top:]
     n_dims = access_map.n_dims
     indexing = [
@@ -516,14 +530,15 @@ def _with_rows(
         for loop in nest
         if any(_uses_operand(e, access_operands, n_dims, _iv(loop)) for e in access_map.results)
     ]
-    others = [loop for loop in indexing if loop not in (u, v)]
+    blocked = [v] if u is None else [u, v]
+    others = [loop for loop in indexing if loop not in blocked]
     parallel = [loop for loop in nest if loop.name == "affine.parallel"]
     if len(parallel) > 1 or (parallel and parallel[0] not in indexing):
         return "the parallel loop is not a loop of the stored element"
     if v in parallel and not transposed:
         return "the parallel loop is not a loop of rows"
     for guard in scan.guards:
-        if any(o in (iv_u, iv_v) for o in guard.operands):
+        if any(o in blocked_ivs for o in guard.operands):
             return "a guard tests a vectorized loop"
     contraction = Contraction(
         outer=nest[0],
@@ -548,7 +563,7 @@ def _with_rows(
     # a panel is packed once per nest instance. Only loads the r loop runs unconditionally may
     # be read ahead into one.
     unconditional: list[ir.Operation] = []
-    if r is not None and not others:
+    if r is not None and not others and u is not None:
         r_body = body if r in reductions else block_ops(r.regions[0].blocks[0])
         unconditional = [op for op in r_body if op.name == "affine.load"]
     slides = {_iv(loop) for loop in [*reductions, *scan.body_loops]}
@@ -556,7 +571,7 @@ def _with_rows(
         memref, load_map, operands = _access(load)
         if memref == target or iv_v not in operands:
             continue
-        if iv_u not in operands and load in unconditional:
+        if u is not None and _iv(u) not in operands and load in unconditional:
             contraction.panels.append(load)  # copied into a panel: any subscripts will do
         elif not _contiguous(load, iv_v):
             return "a read is not contiguous along the vector loop"
@@ -572,6 +587,7 @@ def _with_transposed_panels(nest: Contraction, scan: _Scan) -> Contraction | str
     contiguous along v and does not vary with u is read as vectors (a bias `b[k]`); any other
     becomes a panel, so it may not vary with u or the other loops of X (the panels are packed
     once, before them) and must run in every iteration of the reductions (not guarded)."""
+    assert nest.u is not None  # transposed blocks have rows
     iv_u, iv_v = _iv(nest.u), _iv(nest.v)
     fixed = {iv_u, *(_iv(loop) for loop in nest.others)}
     slides = {_iv(loop) for loop in [*nest.reductions, *nest.body_loops]}
@@ -628,13 +644,14 @@ def _block_loads(nest: Contraction, scan: _Scan) -> int:
     """The loads (and broadcasts) one step of the reductions costs a block of 6 rows x 2
     vectors: to choose the row loop, the one that shares most reads among the block."""
     rows, vectors = 6, 2
-    iv_u, iv_v = _iv(nest.u), _iv(nest.v)
+    iv_v = _iv(nest.v)
     cost = 0
     for load in scan.loads:
         memref, _, operands = _access(load)
         if memref == nest.target:
             continue
-        by_row, by_col = iv_u in operands, iv_v in operands
+        by_row = nest.u is not None and _iv(nest.u) in operands
+        by_col = iv_v in operands
         cost += (rows if by_row else 1) * (vectors if by_col else 1)
     return cost
 
@@ -715,6 +732,8 @@ class _Emitter:
     ) -> None:
         self.nest = nest
         self.mr, self.nr, self.width = rows, vectors, width
+        if nest.u is None:
+            self.mr, self.nr = 1, rowless_vectors(nest, rows, vectors, width)
         self.registers = 32 if width * _bits(nest.element) >= 512 else 16  # vector registers
         self.contract = contract
         self.masked_tails = masked_tails
@@ -806,7 +825,6 @@ class _Emitter:
 
     def _emit_blocks(self) -> None:
         nest = self.nest
-        lu, uu = self.bounds[nest.u]
         lv, uv = self.bounds[nest.v]
         self.lv = lv
         self.window = self._guard_window()
@@ -822,7 +840,8 @@ class _Emitter:
         # outermost of those is instead: a convolution's image rows share out evenly, its 64
         # output channels in 10 blocks of 6 and a block of 4 do not.
         self.parallel_loop = nest.parallel
-        if nest.parallel is not None and nest.parallel in (nest.u, nest.v) and nest.others:
+        blocked = [nest.v] if nest.u is None else [nest.u, nest.v]
+        if nest.parallel is not None and nest.parallel in blocked and nest.others:
             self.parallel_loop = nest.others[0]
         elif nest.parallel is not None and nest.parallel == nest.v:
             self.parallel_loop = nest.u
@@ -833,6 +852,10 @@ class _Emitter:
             columns([self._offset(u0, k) for k in range(count)])
 
         def all_rows(columns: Columns) -> None:
+            if nest.u is None:  # a row vector: its one row
+                columns([self.const(0)])
+                return
+            lu, uu = self.bounds[nest.u]
             rows = _static_extent(nest.u) if nest.transposed else None
             if rows:
                 # Transposed, u is a short loop (an image's columns) whose extent is known:
@@ -1334,7 +1357,7 @@ class _Emitter:
         nest = self.nest
         mapped = []
         for operand in operands:
-            if operand == _iv(nest.u):
+            if nest.u is not None and operand == _iv(nest.u):
                 assert r is not None
                 mapped.append(block.rows[r])
             elif operand == _iv(nest.v):
@@ -1597,7 +1620,7 @@ class _Body:
             ):
                 self.values[op.results[0]] = {key: value for key, value in self.current.items()}
                 return
-            by_row = _iv(nest.u) in operands
+            by_row = nest.u is not None and _iv(nest.u) in operands
             by_col = _iv(nest.v) in operands
             panel = self.e.panels.get(op) if self.block.full else None
             if panel is not None:
@@ -1762,17 +1785,21 @@ def vectorize_contractions(
             if nest.transposed
             else ""
         )
+        block_rows, block_vectors = rows, vectors
+        if nest.u is None:
+            block_rows, block_vectors = 1, rowless_vectors(nest, rows, vectors, width)
+            along = ", a row vector"
         said.append(
             remark_at(
                 nest.outer.location,
                 "schedule",
                 "micro-kernel",
                 "remark",
-                f"{kind} computed in register blocks of {rows} rows x {vectors} vectors "
-                f"of {width} {nest.element}{along}",
+                f"{kind} computed in register blocks of {block_rows} rows x {block_vectors} "
+                f"vectors of {width} {nest.element}{along}",
                 {
-                    "rows": rows,
-                    "vectors": vectors,
+                    "rows": block_rows,
+                    "vectors": block_vectors,
                     "lanes": width,
                     "element": str(nest.element),
                     "convolution": nest.convolution,
@@ -1791,6 +1818,14 @@ def vectorize_contractions(
         ).emit()
     attach_remarks(fn, said)
     return len(nests)
+
+
+def rowless_vectors(nest: Contraction, rows: int, vectors: int, width: int) -> int:
+    """The vectors of a row vector's block: the registers of MR x NR accumulators, but no
+    more than v's longest run needs (a tile of 32 doubles: 4 vectors of 8)."""
+    longest = _max_trips(nest.v)
+    most = rows * vectors
+    return most if longest is None else max(1, min(most, -(-longest // width)))
 
 
 def _subscript_of(nest: Contraction, loop: ir.Operation) -> int:
@@ -1812,6 +1847,30 @@ def _static_extent(loop: ir.Operation) -> int | None:
     if not isinstance(low, ir.AffineConstantExpr) or not isinstance(high, ir.AffineConstantExpr):
         return None
     return max(0, high.value - low.value)
+
+
+def _max_trips(loop: ir.Operation) -> int | None:
+    """A bound on the trip count of `loop` known at compile time: its extent when its bounds
+    are constants, or c for a tile's point loop (from x to min(x + c, ...)); else None."""
+    extent = _static_extent(loop)
+    if extent is not None:
+        return extent
+    lower, lower_operands, upper, upper_operands = _bound_maps(loop)
+    if len(lower.results) != 1 or len(lower_operands) != 1:
+        return None
+    start = lower.results[0].maybe_downcast()
+    if not isinstance(start, ir.AffineDimExpr | ir.AffineSymbolExpr):
+        return None
+    base = lower_operands[0]
+    best: int | None = None
+    for expr in upper.results:
+        bound = _bound_on(expr, upper_operands, upper.n_dims, base)
+        if bound is None or bound[0] != 1:
+            continue
+        rest = bound[1].maybe_downcast()
+        if isinstance(rest, ir.AffineConstantExpr):
+            best = rest.value if best is None else min(best, rest.value)
+    return None if best is None else max(best, 0)
 
 
 def _static_trips(loops: list[ir.Operation]) -> int | None:

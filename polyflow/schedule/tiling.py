@@ -879,7 +879,8 @@ def _contraction_sizes(
     wanted = list(sizes)
     rows, columns = options.contraction_tile_rows, options.contraction_tile_columns
     for size, member in zip((rows, columns, depth), roles[:3], strict=True):
-        wanted[member] = size
+        if member != NO_ROWS:
+            wanted[member] = size
     for member in roles[3]:
         wanted[member] = WHOLE_MEMBER
     return tuple(wanted)
@@ -890,8 +891,10 @@ def _contraction_sizes(
 WHOLE_MEMBER = 1 << 30
 
 # The band members of a contraction: rows u, columns v, depth r, and the other members the
-# stored element depends on (none for a matrix product; a convolution's n and h).
+# stored element depends on (none for a matrix product; a convolution's n and h). u is
+# `NO_ROWS` for a row vector (`sum[p] += A[s] * B[s][p]`: the micro-kernels' rowless blocks).
 ContractionRoles = tuple[int, int, int, tuple[int, ...]]
+NO_ROWS = -1
 
 
 def _contraction_roles(
@@ -937,6 +940,56 @@ def _contraction_roles(
                 if _contraction_fits(accesses, spatial, outputs, (row, column, depth), others):
                     members = tuple(m for m, it in enumerate(by_member) if it in others)
                     return u, v, r, members
+    return _row_vector_roles(node, iterators, strides)
+
+
+def _row_vector_roles(
+    node: isl.ScheduleNode,
+    iterators: Mapping[str, list[int | None]],
+    strides: _AccessStrides,
+) -> ContractionRoles | None:
+    """(NO_ROWS, v, r, ()) for a two-member band over a row-vector contraction: X moves with v
+    alone, contiguously, A with r alone, B with r and v, and the band runs again for each
+    iteration of loops outside it that X does not move with (`sum[p] += A[r][q][s] * C4[s][p]`
+    under doitgen's r and q loops: each run reads B's tile again, and a block of one row
+    keeps the sums in registers across it); None otherwise. A band that is the whole nest (a
+    matrix-vector product) keeps its own schedule (`jam_rows`)."""
+    if node.band_n_member() != 2:
+        return None
+    domains = {domain.get_tuple_name(): domain for domain in sets_of(node.get_domain())}
+    for statement, by_member in iterators.items():
+        for v, r in permutations(range(2), 2):
+            column, depth = by_member[v], by_member[r]
+            if column is None or depth is None or column == depth:
+                continue
+            domain = domains.get(statement)
+            if domain is None or not _rectangular(domain, (column, depth)):
+                continue
+            band_its = {it for it in by_member if it is not None}
+            outside = set(range(domain.dim(isl.dim_type.set))) - band_its
+            functions = [function for _array, function in strides.of(statement)]
+            if not outside:
+                continue
+            moving = [
+                {it for it in band_its if _reuse_along(function, it) != "temporal"}
+                for function in functions
+            ]
+            spatial = [_reuse_along(function, column) == "spatial" for function in functions]
+            found = {"X": False, "A": False, "B": False}
+            fits = True
+            for function, moves, along in zip(functions, moving, spatial, strict=True):
+                if moves == {column} and along:
+                    if any(_reuse_along(function, it) != "temporal" for it in outside):
+                        fits = False
+                    found["X"] = True
+                elif moves == {depth}:
+                    found["A"] = True
+                elif moves == {column, depth}:
+                    found["B"] = True
+                elif moves:
+                    fits = False
+            if fits and all(found.values()):
+                return NO_ROWS, v, r, ()
     return None
 
 
