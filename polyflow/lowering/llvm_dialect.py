@@ -9,6 +9,11 @@ from polyflow.ir.names import NOALIAS_ATTR
 from polyflow.lowering.alias_scopes import scope_noalias_accesses
 from polyflow.lowering.carried_values import carry_stored_values
 from polyflow.lowering.float_reductions import deterministic_float_reductions
+from polyflow.lowering.gather_loops import (
+    annotate_after_lowering,
+    move_loop_annotations,
+    row_walking_loops,
+)
 from polyflow.lowering.libm_calls import call_libm_for_inexact_math
 from polyflow.lowering.page_prefetch import prefetch_page_strided_accesses
 from polyflow.lowering.parallel_threshold import serialize_small_parallel_loops
@@ -122,11 +127,15 @@ def lower_to_llvm_dialect(
         if fast_math:
             allow_fast_math(module)
         noalias = _noalias_pointer_positions(module)
+        # loops whose every access would be a gather stay scalar (gather_loops.py): marked
+        # before lower-affine, annotated on the scf.for each becomes
+        row_walks = row_walking_loops(module)
         if has_parallel_loops(module):
             to_scf, to_openmp = PARALLEL_TO_OPENMP.split(",")
             if threads is not None:
                 to_openmp += f"{{num-threads={threads}}}"
             PassManager.parse(f"builtin.module({to_scf})").run(module.operation)
+            annotate_after_lowering(module, row_walks)
             deterministic_float_reductions(module.operation)
             if min_parallel_work:
                 with ir.Location.unknown():
@@ -136,6 +145,8 @@ def lower_to_llvm_dialect(
             schedule_tile_loops_dynamically(module)
             pipeline = LOWER_PARALLEL_TO_LLVM
         else:
+            PassManager.parse("builtin.module(lower-affine)").run(module.operation)
+            annotate_after_lowering(module, row_walks)
             pipeline = LOWER_TO_LLVM
         if gpu_host:  # launches, GPU allocations and copies → calls of the CUDA runtime
             # (synchronous gpu.alloc and gpu.memcpy lower only in their async form)
@@ -145,6 +156,7 @@ def lower_to_llvm_dialect(
         if line_tables:
             pipeline += f",{LINE_TABLES}"
         PassManager.parse(f"builtin.module({pipeline})").run(module.operation)
+        move_loop_annotations(module)
         _mark_noalias_pointers(module, noalias)
         scope_noalias_accesses(module, noalias)
     return module
