@@ -112,7 +112,7 @@ from typing import Any, ClassVar
 from mlir import ir
 from mlir.dialects import arith, scf, vector
 
-from polyflow.ir.affine import affine_if_condition
+from polyflow.ir.affine import affine_if_condition, trip_bound
 from polyflow.ir.aliasing import may_alias
 from polyflow.ir.ops import block_ops
 from polyflow.ir.remarks import attach_remarks, remark_at
@@ -527,7 +527,7 @@ def _with_rows(
     if u is None:
         if transposed or scan.body_loops:
             return "the stored element is not indexed by two loops (one in the last subscript)"
-        depths = [_max_trips(loop) for loop in reductions]
+        depths = [trip_bound(loop) for loop in reductions]
         if any(d is None or d > ROWLESS_MAX_DEPTH for d in depths):
             return "a row vector's reduction is not a tile's (it would walk down columns)"
     top = min(loops.index(loop) for loop in [*([u] if u else []), v, *reductions])
@@ -1831,7 +1831,7 @@ def vectorize_contractions(
 def rowless_vectors(nest: Contraction, rows: int, vectors: int, width: int) -> int:
     """The vectors of a row vector's block: the registers of MR x NR accumulators, but no
     more than v's longest run needs (a tile of 32 doubles: 4 vectors of 8)."""
-    longest = _max_trips(nest.v)
+    longest = trip_bound(nest.v)
     most = rows * vectors
     return most if longest is None else max(1, min(most, -(-longest // width)))
 
@@ -1855,30 +1855,6 @@ def _static_extent(loop: ir.Operation) -> int | None:
     if not isinstance(low, ir.AffineConstantExpr) or not isinstance(high, ir.AffineConstantExpr):
         return None
     return max(0, high.value - low.value)
-
-
-def _max_trips(loop: ir.Operation) -> int | None:
-    """A bound on the trip count of `loop` known at compile time: its extent when its bounds
-    are constants, or c for a tile's point loop (from x to min(x + c, ...)); else None."""
-    extent = _static_extent(loop)
-    if extent is not None:
-        return extent
-    lower, lower_operands, upper, upper_operands = _bound_maps(loop)
-    if len(lower.results) != 1 or len(lower_operands) != 1:
-        return None
-    start = lower.results[0].maybe_downcast()
-    if not isinstance(start, ir.AffineDimExpr | ir.AffineSymbolExpr):
-        return None
-    base = lower_operands[0]
-    best: int | None = None
-    for expr in upper.results:
-        bound = _bound_on(expr, upper_operands, upper.n_dims, base)
-        if bound is None or bound[0] != 1:
-            continue
-        rest = bound[1].maybe_downcast()
-        if isinstance(rest, ir.AffineConstantExpr):
-            best = rest.value if best is None else min(best, rest.value)
-    return None if best is None else max(best, 0)
 
 
 def _static_trips(loops: list[ir.Operation]) -> int | None:
