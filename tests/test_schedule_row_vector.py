@@ -157,3 +157,53 @@ def test_row_vector_nests_are_matched_only_with_a_tiles_depth(depth: int, matche
             assert found.u is None and found.v == p_loop and found.reductions == [p_loop.parent]
         else:
             assert found == "a row vector's reduction is not a tile's (it would walk down columns)"
+
+
+# The same contraction written with s outside p, in float, with the sums in a 2-D array's row
+# (X[q % 2][p]): still a row vector under r and q.
+VARIANT = """#include <stdio.h>
+#include <stdlib.h>
+static void doitgen(int nr, int nq, int np, float A[nr][nq][np], float C4[np][np],
+                    float X[2][np]) {
+  for (int r = 0; r < nr; r++)
+    for (int q = 0; q < nq; q++) {
+      for (int p = 0; p < np; p++) X[1][p] = 0.0f;
+      for (int s = 0; s < np; s++)
+        for (int p = 0; p < np; p++) X[1][p] += A[r][q][s] * C4[s][p];
+      for (int p = 0; p < np; p++) A[r][q][p] = X[1][p];
+    }
+}
+int main(int argc, char **argv) {
+  int nr = atoi(argv[1]), nq = atoi(argv[2]), np = atoi(argv[3]);
+  float (*A)[nq][np] = malloc(sizeof(float) * nr * nq * np);
+  float (*C4)[np] = malloc(sizeof(float) * np * np);
+  float (*X)[np] = malloc(sizeof(float) * 2 * np);
+  for (int r = 0; r < nr; r++)
+    for (int q = 0; q < nq; q++)
+      for (int p = 0; p < np; p++) A[r][q][p] = ((r * q + p) % 11 - 5) * 0.25f;
+  for (int s = 0; s < np; s++)
+    for (int p = 0; p < np; p++) C4[s][p] = ((s * p + 3) % 7 - 3) * 0.5f;
+  doitgen(nr, nq, np, A, C4, X);
+  for (int r = 0; r < nr; r++)
+    for (int q = 0; q < nq; q++)
+      for (int p = 0; p < np; p += 3) printf("%.9g\\n", A[r][q][p]);
+  for (int p = 0; p < np; p++) printf("x %.9g\\n", X[1][p]);
+  free(A); free(C4); free(X);
+  return 0;
+}
+"""
+
+
+def test_a_row_vector_written_s_outside_p_in_float_prints_gccs_digits(tmp_path: Path) -> None:
+    src = tmp_path / "variant.c"
+    src.write_text(VARIANT)
+    ref = tmp_path / "ref"
+    subprocess.run(["gcc", "-O2", str(src), "-o", str(ref)], check=True)
+    exe = tmp_path / "variant"
+    options = Options(opt_level=3, march="native", fp_contract="off")
+    built = polyflow.build_program(src, exe, options=options, cache=None)
+    assert "doitgen" in _row_vector_remarks(built)
+    for sizes in [(2, 3, 150), (2, 2, 70), (1, 2, 3)]:
+        expected = _run(ref, sizes, "1")
+        assert _run(exe, sizes, "1") == expected, sizes
+        assert _run(exe, sizes, "2") == expected, sizes

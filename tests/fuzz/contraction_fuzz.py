@@ -2,13 +2,14 @@
 ``python tests/fuzz/contraction_fuzz.py [--count N] [--seed S]``.
 
 Each program is one nest `O[...] += A[...] * B[...]` (or `O = O + A * B * c`, or a sum over
-a sliding tap `B[..][x + t]`): its output indexed by two or three loops in a random order of
-subscripts, one reduction loop (and maybe the tap), the loops nested in a random order, the
-extents small and odd (1 to 40, so that edge rows, masked columns and padded panels all run),
-float or double. It is built three ways — micro-kernels untransposed, transposed, and as
-`auto` chooses — without fused multiply-adds, so each output element's sum must print gcc's
-digits exactly (the micro-kernels keep every element's order of the reductions); odd seeds
-without parallel loops. Prints a line per failure and a summary; exits 1 on any.
+a sliding tap `B[..][x + t]`): its output indexed by one loop (a row vector), two or three in
+a random order of subscripts, one reduction loop (and maybe the tap), the loops nested in a
+random order, the extents small and odd (1 to 40, so that edge rows, masked columns and
+padded panels all run), float or double. It is built three ways — micro-kernels
+untransposed, transposed, and as `auto` chooses — without fused multiply-adds, so each output
+element's sum must print gcc's digits exactly (the micro-kernels keep every element's order of
+the reductions); odd seeds without parallel loops. Prints a line per failure and a summary;
+exits 1 on any.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def generate_contraction(seed: int) -> str:
     taps = rng.choice([1, 1, 3])
     extent = {v: rng.choice(EXTENTS) for v in "ijlk"}
     extent["t"] = taps
-    outputs = rng.sample(["i", "j", "l"], rng.choice([2, 3]))
+    # one output loop: a row vector (`O[j] += A[k] * B[k][j]`, or A read along j: no block)
+    outputs = rng.sample(["i", "j", "l"], rng.choice([1, 2, 2, 3]))
     slides = outputs[-1]  # the tap slides along the output's last subscript's loop
     loops = [*outputs, "k", *(["t"] if taps > 1 else [])]
     rng.shuffle(loops)
@@ -49,6 +51,8 @@ def generate_contraction(seed: int) -> str:
         return "".join(f"[{extent[v] + grow.get(v, 0)}]" for v in names)
 
     a_names, b_names = [outputs[0], "k"], ["k", *outputs[1:]]
+    if len(outputs) == 1 and rng.random() < 0.5:
+        a_names, b_names = ["k"], ["k", *outputs]
     out = "".join(f"[{v}]" for v in outputs)
     a = "".join(f"[{v}]" for v in a_names)
     b = "".join(f"[{v}{' + t' if v == slides and taps > 1 else ''}]" for v in b_names)
