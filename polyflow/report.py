@@ -17,6 +17,8 @@ The kinds stages emit today (`data` keys in parentheses):
   schedule  not-scheduled, source-order, untiled, unfused, rescheduled, tiled (sizes,
             second_level, wavefront, contraction), parallel-loop (reductions),
             float-reduction (reduction), micro-kernel (rows, vectors, lanes), no-openmp-runtime
+  lowering  vectorized (loops: width, interleave), kept-scalar (a loop whose accesses would
+            all be gathers)
   build     openmp-object, internal-error, unknown-function, macro-redefined
 
 `REPORT_VERSION` changes whenever a field changes meaning or goes away (a new kind or `data`

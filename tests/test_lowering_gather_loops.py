@@ -128,8 +128,10 @@ def test_seidel_2d_rows_stay_scalar_and_print_gccs_digits(tmp_path: Path, fast_m
     src.write_text(SEIDEL)
     options = Options(opt_level=3, march="native", fast_math=fast_math)
     llvm_text = tmp_path / "seidel.ll"
-    polyflow.build_program(src, llvm_text, options=options, emit="llvm", cache=None)
+    built = polyflow.build_program(src, llvm_text, options=options, emit="llvm", cache=None)
     assert '!{!"llvm.loop.vectorize.enable", i1 false}' in llvm_text.read_text()
+    said = [r for r in built.report.remarks if r.kind == "kept-scalar"]
+    assert [r.function for r in said] == ["seidel"] and said[0].position is not None
     exe = tmp_path / "seidel"
     polyflow.build_program(src, exe, options=options, cache=None)
     ref = tmp_path / "ref"

@@ -22,7 +22,10 @@ from __future__ import annotations
 
 from mlir import ir
 
+from polyflow.ir.functions import source_names
+from polyflow.ir.names import symbol_name
 from polyflow.ir.ops import walk
+from polyflow.ir.remarks import attach_remarks, remark_at
 
 ANNOTATION_ATTR = "llvm.loop_annotation"
 _LOOPS = frozenset({"affine.for", "scf.for"})
@@ -37,20 +40,41 @@ def row_walking_loops(module: ir.Module) -> list[bool]:
 
 def annotate_after_lowering(module: ir.Module, marks: list[bool]) -> int:
     """Give the `scf.for` loops at the positions `marks` says (from `row_walking_loops`, taken
-    just before lower-affine) LLVM's "do not vectorize" annotation; returns how many. Nothing
-    is annotated when the loops no longer match the marks one for one."""
+    just before lower-affine) LLVM's "do not vectorize" annotation, each with a `kept-scalar`
+    remark on the module (for the compile report); returns how many. Nothing is annotated when
+    the loops no longer match the marks one for one."""
     loops = [op for op in _loops(module) if op.name == "scf.for"]
     if len(loops) != len(marks) or not any(marks):
         return 0
     annotation = ir.Attribute.parse(
         "#llvm.loop_annotation<vectorize = #llvm.loop_vectorize<disable = true>>"
     )
-    count = 0
+    names = source_names(module)
+    said = []
     for loop, marked in zip(loops, marks, strict=True):
         if marked:
             loop.attributes[ANNOTATION_ATTR] = annotation
-            count += 1
-    return count
+            symbol = _function_of(loop)
+            said.append(
+                remark_at(
+                    loop.location,
+                    "lowering",
+                    "kept-scalar",
+                    "remark",
+                    "loop kept scalar: each access it makes moves a row or more per iteration "
+                    "(vectorized, every one would be a gather or a scatter)",
+                    function=names.get(symbol, symbol) if symbol else None,
+                )
+            )
+    attach_remarks(module.operation, said)
+    return len(said)
+
+
+def _function_of(op: ir.Operation) -> str | None:
+    parent = op.parent
+    while parent is not None and parent.name != "func.func":
+        parent = parent.parent
+    return symbol_name(parent) if parent is not None else None
 
 
 def move_loop_annotations(module: ir.Module) -> None:
