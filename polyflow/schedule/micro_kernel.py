@@ -530,7 +530,7 @@ def _with_rows(
         depths = [trip_bound(loop) for loop in reductions]
         if any(d is None or d > ROWLESS_MAX_DEPTH for d in depths):
             return "a row vector's reduction is not a tile's (it would walk down columns)"
-    top = min(loops.index(loop) for loop in [*([u] if u else []), v, *reductions])
+    top = min(loops.index(loop) for loop in [*([] if u is None else [u]), v, *reductions])
     nest = loops[top:]
     n_dims = access_map.n_dims
     indexing = [
