@@ -131,15 +131,17 @@ func.func @init_at_first_k(%A: memref<64x64xf32>, %B: memref<64x64xf32>, %C: mem
   return
 }
 
-// Nests left alone: the stored element does not vary with a second loop (a sum over two
-// loops); the stored array is read at another element; a bound uses another loop of the nest
-// (a triangle); a read along j with stride 64 that varies with i too; a guard that tests j.
-// CHECK-LABEL: func.func @untouched
-// CHECK-NOT:  vector
-// CHECK-NOT:  scf.for
-// CHECK:      return
-func.func @untouched(%A: memref<64x64xf64>, %B: memref<64x64xf64>, %C: memref<64x64xf64>, %x: memref<64xf64>) {
-  %c0 = arith.constant 0.0 : f64
+// A row vector (the stored element indexed by j alone) summed over two short loops: one row
+// of 12 vectors (MR x NR) kept in registers across both, the 16 columns left in a tail block.
+// CHECK-LABEL: func.func @row_vector_sum
+// CHECK:      vector.load %{{.*}} : memref<64xf64>, vector<4xf64>
+// CHECK:      scf.for
+// CHECK-NEXT: scf.for
+// CHECK-NEXT: memref.load
+// CHECK-NEXT: vector.broadcast
+// CHECK-NEXT: arith.addf
+// CHECK:      vector.store %{{.*}} : memref<64xf64>, vector<4xf64>
+func.func @row_vector_sum(%A: memref<64x64xf64>, %x: memref<64xf64>) {
   affine.for %i = 0 to 64 {
     affine.for %k = 0 to 64 {
       affine.for %j = 0 to 64 {
@@ -148,6 +150,27 @@ func.func @untouched(%A: memref<64x64xf64>, %B: memref<64x64xf64>, %C: memref<64
         %t = arith.addf %c, %a : f64
         affine.store %t, %x[%j] : memref<64xf64>
       }
+    }
+  }
+  return
+}
+
+// Nests left alone: a row vector summed over a reduction longer than a tile (it would walk
+// down D's columns); the stored array is read at another element; a bound uses another loop
+// of the nest (a triangle); a read along j with stride 64 that varies with i too; a guard
+// that tests j.
+// CHECK-LABEL: func.func @untouched
+// CHECK-NOT:  vector
+// CHECK-NOT:  scf.for
+// CHECK:      return
+func.func @untouched(%A: memref<64x64xf64>, %B: memref<64x64xf64>, %C: memref<64x64xf64>, %x: memref<64xf64>, %D: memref<300x64xf64>) {
+  %c0 = arith.constant 0.0 : f64
+  affine.for %k = 0 to 300 {
+    affine.for %j = 0 to 64 {
+      %c = affine.load %x[%j] : memref<64xf64>
+      %a = affine.load %D[%k, %j] : memref<300x64xf64>
+      %t = arith.addf %c, %a : f64
+      affine.store %t, %x[%j] : memref<64xf64>
     }
   }
   affine.for %i = 1 to 64 {
