@@ -56,6 +56,14 @@ func.func @f(%a: memref<64x64xf64>, %b: memref<64xf64>, %n: index) {
         affine.store %0, %a[%k + 8, %j] : memref<64x64xf64>
       }
     }
+    // a sum down a column (a carried value): left to LLVM
+    %s0 = arith.constant 0.0 : f64
+    %sum = affine.for %i = 0 to 64 iter_args(%acc = %s0) -> (f64) {
+      %0 = affine.load %a[%i, %t] : memref<64x64xf64>
+      %1 = arith.addf %acc, %0 : f64
+      affine.yield %1 : f64
+    }
+    affine.store %sum, %b[%t] : memref<64xf64>
     scf.for %k = %n to %n step %n {
       %0 = affine.load %b[%t] : memref<64xf64>
       affine.store %0, %b[%t + 2] : memref<64xf64>
@@ -70,8 +78,9 @@ def test_only_loops_whose_accesses_all_walk_across_rows_are_marked() -> None:
     with new_context():
         module = ir.Module.parse(LOOPS)
         marks = row_walking_loops(module)
-        # pre-order: t, the row walk, the row, the mixed, the invariant, j, its k, the scf.for
-        assert marks == [False, True, False, False, False, False, True, False]
+        # pre-order: t, the row walk, the row, the mixed, the invariant, j, its k, the column
+        # sum, the scf.for
+        assert marks == [False, True, False, False, False, False, True, False, False]
 
 
 def test_the_marks_reach_llvm_ir_as_vectorize_disable_metadata() -> None:

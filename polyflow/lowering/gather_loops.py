@@ -8,9 +8,10 @@ profitable, and on the Xeon these numbers come from it is not: seidel-2d's inter
 the left) ran LARGE -ffast-math, one thread, 5.97 s vectorized with gathers and 4.46 s scalar
 (gcc -ffast-math: 9.14 s).
 
-Which loops: an `affine.for` with no loop inside whose loads and stores that depend on its
-induction variable all use it in a subscript other than the last (each iteration a row or more
-away), and at least one does. The annotation is set after `lower-affine` on the `scf.for` each
+Which loops: an `affine.for` with no loop inside and no carried value (a sum down a column,
+which -ffast-math lets LLVM vectorize, runs faster as gathers than as one scalar chain) whose
+loads and stores that depend on its induction variable all use it in a subscript other than
+the last (each iteration a row or more away), and at least one does. The annotation is set after `lower-affine` on the `scf.for` each
 such loop becomes (`annotate_after_lowering`): lower-affine drops the attributes of the loops
 it rewrites but keeps their order, so the loops are matched by their position among the
 `affine.for` and `scf.for` ops of the module, and nothing is annotated if the counts differ;
@@ -92,6 +93,8 @@ def _loops(module: ir.Module) -> list[ir.Operation]:
 
 
 def _walks_rows(loop: ir.Operation) -> bool:
+    if len(loop.results) > 0:
+        return False  # a sum down a column: vectorized under -ffast-math, gathers beat one chain
     body = loop.regions[0].blocks[0]
     iv = body.arguments[0]
     inner = [op for op in walk(loop) if op != loop]
