@@ -225,3 +225,28 @@ def static_row_major(memref_type: ir.Type) -> tuple[list[int], int] | None:
     else:
         return None
     return list(mtype.shape), max(1, bits // 8)
+
+
+def uses_operand(
+    expr: ir.AffineExpr, operands: Sequence[ir.Value], n_dims: int, value: ir.Value
+) -> bool:
+    """Whether affine `expr` (over `operands`: dims then symbols) depends on `value`."""
+    return any(_mentions(expr, probe) for probe in positions_of(value, operands, n_dims))
+
+
+def positions_of(value: ir.Value, operands: Sequence[ir.Value], n_dims: int) -> list[ir.AffineExpr]:
+    """The dim or symbol expressions that stand for `value` among a map's `operands`."""
+    return [
+        ir.AffineDimExpr.get(pos) if pos < n_dims else ir.AffineSymbolExpr.get(pos - n_dims)
+        for pos, operand in enumerate(operands)
+        if operand == value
+    ]
+
+
+def _mentions(expr: ir.AffineExpr, probe: ir.AffineExpr) -> bool:
+    if expr == probe:
+        return True
+    binary = expr.maybe_downcast()
+    if hasattr(binary, "lhs"):
+        return _mentions(binary.lhs, probe) or _mentions(binary.rhs, probe)
+    return False

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from mlir import ir
 
+from polyflow.ir.affine import uses_operand
 from polyflow.ir.functions import source_names
 from polyflow.ir.names import symbol_name
 from polyflow.ir.ops import walk
@@ -107,24 +108,10 @@ def _walks_rows(loop: ir.Operation) -> bool:
         first = 1 if op.name == "affine.load" else 2
         operands = list(op.operands)[first:]
         amap = ir.AffineMapAttr(op.attributes["map"]).value
-        positions = [
-            ir.AffineDimExpr.get(k) if k < amap.n_dims else ir.AffineSymbolExpr.get(k - amap.n_dims)
-            for k, operand in enumerate(operands)
-            if operand == iv
-        ]
-        uses = [any(_mentions(e, p) for p in positions) for e in amap.results]
+        uses = [uses_operand(e, operands, amap.n_dims, iv) for e in amap.results]
         if not any(uses):
             continue
         if uses[-1] and not any(uses[:-1]):
             return False  # a contiguous (or strided along the row) access: vector loads pay
         moving += 1
     return moving > 0
-
-
-def _mentions(expr: ir.AffineExpr, probe: ir.AffineExpr) -> bool:
-    if expr == probe:
-        return True
-    binary = expr.maybe_downcast()
-    if hasattr(binary, "lhs"):
-        return _mentions(binary.lhs, probe) or _mentions(binary.rhs, probe)
-    return False

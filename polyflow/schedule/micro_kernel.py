@@ -112,7 +112,7 @@ from typing import Any, ClassVar
 from mlir import ir
 from mlir.dialects import arith, scf, vector
 
-from polyflow.ir.affine import affine_if_condition, trip_bound
+from polyflow.ir.affine import affine_if_condition, positions_of, trip_bound, uses_operand
 from polyflow.ir.aliasing import may_alias
 from polyflow.ir.ops import block_ops
 from polyflow.ir.remarks import attach_remarks, remark_at
@@ -202,33 +202,6 @@ def _access(op: ir.Operation) -> tuple[ir.Value, ir.AffineMap, list[ir.Value]]:
     if op.name == "affine.load":
         return op.operands[0], _map_attr(op), list(op.operands[1:])
     return op.operands[1], _map_attr(op), list(op.operands[2:])
-
-
-def _uses_operand(
-    expr: ir.AffineExpr, operands: Sequence[ir.Value], n_dims: int, value: ir.Value
-) -> bool:
-    """Whether affine `expr` (over `operands`: dims then symbols) depends on `value`."""
-    return any(_mentions(expr, probe) for probe in _positions_of(value, operands, n_dims))
-
-
-def _positions_of(
-    value: ir.Value, operands: Sequence[ir.Value], n_dims: int
-) -> list[ir.AffineExpr]:
-    """The dim or symbol expressions that stand for `value` among a map's `operands`."""
-    return [
-        ir.AffineDimExpr.get(pos) if pos < n_dims else ir.AffineSymbolExpr.get(pos - n_dims)
-        for pos, operand in enumerate(operands)
-        if operand == value
-    ]
-
-
-def _mentions(expr: ir.AffineExpr, probe: ir.AffineExpr) -> bool:
-    if expr == probe:
-        return True
-    binary = expr.maybe_downcast()
-    if hasattr(binary, "lhs"):
-        return _mentions(binary.lhs, probe) or _mentions(binary.rhs, probe)
-    return False
 
 
 def _is_unit_plus_rest(
@@ -492,7 +465,7 @@ def _output_loops(
     results = list(access_map.results)
     found: list[int] = []
     for pos, expr in enumerate(results):
-        used = [k for k, iv in enumerate(ivs) if _uses_operand(expr, operands, n_dims, iv)]
+        used = [k for k, iv in enumerate(ivs) if uses_operand(expr, operands, n_dims, iv)]
         if len(used) > 1:
             return "a subscript of the stored element uses two loops"
         if not used:
@@ -536,7 +509,7 @@ def _with_rows(
     indexing = [
         loop
         for loop in nest
-        if any(_uses_operand(e, access_operands, n_dims, _iv(loop)) for e in access_map.results)
+        if any(uses_operand(e, access_operands, n_dims, _iv(loop)) for e in access_map.results)
     ]
     blocked = [v] if u is None else [u, v]
     others = [loop for loop in indexing if loop not in blocked]
@@ -585,7 +558,7 @@ def _with_rows(
             return "a read is not contiguous along the vector loop"
         else:
             last = load_map.results[-1]
-            if any(_uses_operand(last, operands, load_map.n_dims, iv) for iv in slides):
+            if any(uses_operand(last, operands, load_map.n_dims, iv) for iv in slides):
                 contraction.convolution = True
     return contraction
 
@@ -622,8 +595,8 @@ def _with_transposed_panels(nest: Contraction, scan: _Scan) -> Contraction | str
         elif iv_u in operands:
             # a row's broadcast read that slides with a reduction (`in[c][h + kh][w + kw]`)
             if any(
-                _uses_operand(e, operands, load_map.n_dims, iv_u)
-                and any(_uses_operand(e, operands, load_map.n_dims, iv) for iv in slides)
+                uses_operand(e, operands, load_map.n_dims, iv_u)
+                and any(uses_operand(e, operands, load_map.n_dims, iv) for iv in slides)
                 for e in load_map.results
             ):
                 nest.convolution = True
@@ -639,7 +612,7 @@ def _strided_position(load: ir.Operation, iv: ir.Value) -> int | None:
     if not _identity_layout(memref):
         return None
     using = [
-        pos for pos, e in enumerate(amap.results) if _uses_operand(e, operands, amap.n_dims, iv)
+        pos for pos, e in enumerate(amap.results) if uses_operand(e, operands, amap.n_dims, iv)
     ]
     if len(using) != 1:
         return None
@@ -673,7 +646,7 @@ def _contiguous(load: ir.Operation, iv: ir.Value) -> bool:
     if not _identity_layout(memref):
         return False
     results = list(amap.results)
-    if any(_uses_operand(e, operands, amap.n_dims, iv) for e in results[:-1]):
+    if any(uses_operand(e, operands, amap.n_dims, iv) for e in results[:-1]):
         return False
     return _is_unit_plus_rest(results[-1], operands, amap.n_dims, iv)
 
@@ -682,13 +655,13 @@ def _bound_on(
     expr: ir.AffineExpr, operands: Sequence[ir.Value], n_dims: int, iv: ir.Value
 ) -> tuple[int, ir.AffineExpr] | None:
     """`expr` as sign * iv + rest with sign in {-1, 0, 1} and rest free of iv, or None."""
-    if not _uses_operand(expr, operands, n_dims, iv):
+    if not uses_operand(expr, operands, n_dims, iv):
         return 0, expr
     n_symbols = len(operands) - n_dims
-    for probe in _positions_of(iv, operands, n_dims):
+    for probe in positions_of(iv, operands, n_dims):
         for sign in (1, -1):
             rest = ir.AffineExpr.simplify_affine_expr(expr - probe * sign, n_dims, n_symbols)
-            if not _uses_operand(rest, operands, n_dims, iv):
+            if not uses_operand(rest, operands, n_dims, iv):
                 return sign, rest
     return None
 
@@ -1842,7 +1815,7 @@ def _subscript_of(nest: Contraction, loop: ir.Operation) -> int:
     return next(
         pos
         for pos, expr in enumerate(amap.results)
-        if _uses_operand(expr, nest.access_operands, amap.n_dims, _iv(loop))
+        if uses_operand(expr, nest.access_operands, amap.n_dims, _iv(loop))
     )
 
 
