@@ -258,6 +258,8 @@ def test_the_vector_loop_of_a_distributed_stencil_gets_long_tiles(tmp_path: Path
     assert stencil_row_tile(32, 8, GENERIC_CACHES) == 256  # 32 x 256 x 8 B: an eighth of 512 KiB
     assert stencil_row_tile(32, 8, Caches(l1_data=32 * 1024, l2=256 * 1024, line=64)) == 128
     assert stencil_row_tile(8, 1, zen4) == MAX_STENCIL_ROW_TILE
+    sapphire_rapids = Caches(l1_data=48 * 1024, l2=2048 * 1024, line=64)
+    assert stencil_row_tile(32, 8, sapphire_rapids) == 512  # 4 KiB rows with a 2 MiB L2
     src = tmp_path / "jacobi.c"
     src.write_text(JACOBI_2D.replace("STEPS", "29").replace("SIZE", "N"))
     sizes = {}
