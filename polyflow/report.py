@@ -18,7 +18,8 @@ The kinds stages emit today (`data` keys in parentheses):
             second_level, wavefront, contraction), parallel-loop (reductions),
             float-reduction (reduction), micro-kernel (rows, vectors, lanes), no-openmp-runtime
   lowering  vectorized (loops: width, interleave), kept-scalar (a loop whose accesses would
-            all be gathers)
+            all be gathers), register-shifts (lanes: a vector loop whose row neighbours are
+            shifted in registers)
   build     openmp-object, internal-error, unknown-function, macro-redefined
 
 `REPORT_VERSION` changes whenever a field changes meaning or goes away (a new kind or `data`

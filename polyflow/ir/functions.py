@@ -116,3 +116,11 @@ def source_names(module: ir.Module) -> dict[str, str]:
             name = out[name]
         out[copy] = name
     return out
+
+
+def enclosing_function_name(op: ir.Operation) -> str | None:
+    """The symbol name of the `func.func` around `op`, None outside any."""
+    parent = op.parent
+    while parent is not None and parent.name != "func.func":
+        parent = parent.parent
+    return symbol_name(parent) if parent is not None else None

@@ -24,8 +24,7 @@ from __future__ import annotations
 from mlir import ir
 
 from polyflow.ir.affine import uses_operand
-from polyflow.ir.functions import source_names
-from polyflow.ir.names import symbol_name
+from polyflow.ir.functions import enclosing_function_name, source_names
 from polyflow.ir.ops import walk
 from polyflow.ir.remarks import attach_remarks, remark_at
 
@@ -56,7 +55,7 @@ def annotate_after_lowering(module: ir.Module, marks: list[bool]) -> int:
     for loop, marked in zip(loops, marks, strict=True):
         if marked:
             loop.attributes[ANNOTATION_ATTR] = annotation
-            symbol = _function_of(loop)
+            symbol = enclosing_function_name(loop)
             said.append(
                 remark_at(
                     loop.location,
@@ -70,13 +69,6 @@ def annotate_after_lowering(module: ir.Module, marks: list[bool]) -> int:
             )
     attach_remarks(module.operation, said)
     return len(said)
-
-
-def _function_of(op: ir.Operation) -> str | None:
-    parent = op.parent
-    while parent is not None and parent.name != "func.func":
-        parent = parent.parent
-    return symbol_name(parent) if parent is not None else None
 
 
 def move_loop_annotations(module: ir.Module) -> None:

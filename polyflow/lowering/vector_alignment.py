@@ -43,6 +43,10 @@ from polyflow.ir.affine import (
     trip_bound,
 )
 from polyflow.ir.aliasing import may_alias
+from polyflow.ir.functions import enclosing_function_name, source_names
+from polyflow.ir.remarks import attach_remarks, remark_at
+
+from .register_shifts import shifted_middle_loop
 
 # A loop known to run fewer than this many vectors gains less from the alignment than its
 # extra loop costs.
@@ -68,6 +72,8 @@ def align_vector_loops(module: ir.Module, vector_bytes: int) -> int:
     many loops it split."""
     split = 0
     bases: dict[ir.Value, ir.Value] = {}
+    names = source_names(module)
+    said = []
     for loop in straight_line_loops(module):
         plan = _plan(loop, vector_bytes)
         if plan is None:
@@ -75,8 +81,22 @@ def align_vector_loops(module: ir.Module, vector_bytes: int) -> int:
         base = bases.get(plan.memref)
         if base is None:
             base = bases[plan.memref] = _base_in_lanes(plan)
-        _split(loop, plan, base)
+        location, symbol = loop.location, enclosing_function_name(loop)
+        if _split(loop, plan, base):
+            said.append(
+                remark_at(
+                    location,
+                    "lowering",
+                    "register-shifts",
+                    "remark",
+                    f"vector loop of {plan.lanes} lanes takes each row's neighbours from "
+                    "registers: one load per row and iteration, shifted across lanes",
+                    {"lanes": plan.lanes},
+                    function=names.get(symbol, symbol) if symbol else None,
+                )
+            )
         split += 1
+    attach_remarks(module.operation, said)
     return split
 
 
@@ -185,10 +205,12 @@ def _base_in_lanes(plan: _Plan) -> ir.Value:
         return arith.remui(elements, arith.constant(index, plan.lanes))
 
 
-def _split(loop: ir.Operation, plan: _Plan, base: ir.Value) -> None:
+def _split(loop: ir.Operation, plan: _Plan, base: ir.Value) -> bool:
     """Replace `loop` by its prologue, an `scf.for` up to the aligned start, and the aligned
     rest. With several lower bounds (a skewed tile's row: `max(tile start, 2t + 1)`) the
-    aligned start is the largest of each bound's aligned start (aligning up is monotone)."""
+    aligned start is the largest of each bound's aligned start (aligning up is monotone).
+    Returns whether the aligned middle takes row neighbours from registers
+    (`register_shifts.py`)."""
     (lb_map, lb_operands), (ub_map, ub_operands) = for_bounds(loop)
     lowers = [linear_form(result, lb_operands, lb_map.n_dims) for result in lb_map.results]
     values: list[ir.Value] = []
@@ -227,7 +249,7 @@ def _split(loop: ir.Operation, plan: _Plan, base: ir.Value) -> None:
             prologue = scf.ForOp(first, arith.minsi(aligned, end), one)
             _copy_body_unaffine(loop, prologue)
             _rebound(loop, aligned_map, values, ub_map, ub_operands)
-            return
+            return False
         # A loop whose iterations may run twice: a whole vector at each end, overlapping the
         # aligned middle, where it runs at least a vector's iterations (else as it was).
         lanes = arith.constant(index, plan.lanes)
@@ -238,14 +260,14 @@ def _split(loop: ir.Operation, plan: _Plan, base: ir.Value) -> None:
         _copy_body_unaffine(loop, head)
         # the middle: whole vectors from the aligned start (`end - aligned` > 0 here)
         stop = arith.subi(end, arith.remui(arith.subi(end, aligned), lanes))
-        middle = scf.ForOp(aligned, stop, one)
-        _copy_body_unaffine(loop, middle)
+        shifted = shifted_middle_loop(loop, aligned, stop, plan.lanes, _copy_body_unaffine)
         tail = scf.ForOp(arith.subi(end, lanes), end, one)
         _copy_body_unaffine(loop, tail)
         scf.YieldOp([])
     with ir.InsertionPoint(guard.else_block), loop.location:
         otherwise = scf.YieldOp([])
     loop.move_before(otherwise)
+    return shifted
 
 
 def _repeatable(loop: ir.Operation) -> bool:

@@ -1,0 +1,314 @@
+"""Vector loops that take a row's neighbours from registers: the aligned middle of an
+out-of-place sweep (`vector_alignment.py`) written as explicit vectors, where the elements a
+row is read at around the loop's own (`A[i][j-1]`, `A[i][j]`, `A[i][j+1]`) come from one
+vector load per iteration and lane shifts of the vectors before and after it.
+
+Why: LLVM vectorizes `A[i][j-1] + A[i][j] + A[i][j+1]` as three loads, of which with 64-byte
+vectors two straddle cache lines whatever the start (one element apart); the core pays twice
+for a split load and has two load ports. From registers it is one aligned load (the middle
+loop starts where the store is aligned, and the rows of a stencil usually share the
+alignment) and two `valignq`s. Measured on a Sapphire Rapids core, jacobi-2d's row (5 points,
+rows 64 x 512 in the L2): 7.9-8.6 -> 6.8-7.2 cycles per vector.
+
+Which loops: the middle `[aligned, stop)` of a loop `_split` found repeatable (no array it
+reads is written, no aliasing: its iterations are independent), whose body is loads and
+stores that move with the loop's variable through the last subscript only (coefficient 1) or
+not at all, and elementwise arithmetic. A row read at offsets `lo <= 0 <= hi` of the
+variable (within a vector) is shifted from registers; any other read is a plain vector load.
+Its first and last vectors stay scalar loops (vectorized by LLVM, one vector each), so that
+every vector the shifted loop loads lies within the elements the scalar loop touches: the
+vector before the first register iteration starts at the aligned start, the vector after the
+last one ends at `stop - 1`.
+
+Results are the scalar loop's to the bit: each lane computes the same operations on the same
+elements in the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from mlir import ir
+from mlir.dialects import affine, arith, scf, vector
+from mlir.dialects import memref as memref_dialect
+
+from polyflow.ir.affine import Inexpressible, Linear, defined_in_loop_body, linear_form
+
+# Elementwise ops whose vector form is the same op on vectors of the operands.
+_ELEMENTWISE_PREFIXES = ("arith.", "math.")
+_NOT_ELEMENTWISE = frozenset({"arith.constant", "arith.index_cast", "arith.index_castui"})
+# A loop known to run fewer than this many vectors keeps LLVM's vectorization (the register
+# loop needs one vector before and one after it).
+MIN_SHIFTED_VECTORS = 3
+
+
+# A row of an array as the loop reads it: the array, the subscripts but the last, and the
+# last one's terms without the loop's variable and constant.
+RowKey = tuple[ir.Value, tuple[Linear, ...], frozenset[tuple[ir.Value, int]]]
+
+
+@dataclass
+class _Row:
+    """The reads of one row: one of its loads (whose map gives the row's subscripts), that
+    load's offset from the loop's variable, and every offset the row is read at."""
+
+    memref: ir.Value
+    load: ir.Operation
+    offset: int
+    offsets: set[int] = field(default_factory=set)
+
+    def shifted(self, lanes: int) -> bool:
+        """Whether the row's reads come from registers: more than one offset, 0 among them
+        (so the vectors loaded lie between elements the loop reads) and all within a vector."""
+        low, high = min(self.offsets), max(self.offsets)
+        return len(self.offsets) > 1 and -lanes < low <= 0 <= high < lanes
+
+
+@dataclass
+class _Plan:
+    rows: dict[RowKey, _Row]
+    load_rows: dict[ir.Operation, tuple[RowKey, int]]  # each moving load: its row, its offset
+    invariant_loads: list[ir.Operation]
+
+
+def _access_row(op: ir.Operation, iv: ir.Value) -> tuple[RowKey | None, int] | None:
+    """(row, offset) of an access whose last subscript is `iv` plus an offset (coefficient 1)
+    and whose other subscripts do not use `iv`; (None, 0) for one that does not use `iv`; None
+    for any other."""
+    first = 2 if op.name == "affine.store" else 1
+    operands = list(op.operands)[first:]
+    amap = ir.AffineMapAttr(op.attributes["map"]).value
+    try:
+        forms: list[Linear] = [linear_form(e, operands, amap.n_dims) for e in amap.results]
+    except Inexpressible:
+        return None
+    uses = [dict(terms).get(iv, 0) for terms, _ in forms]
+    if not any(uses):
+        return None, 0
+    if any(uses[:-1]) or uses[-1] != 1:
+        return None
+    last_terms, constant = forms[-1]
+    moving = frozenset(term for term in last_terms if term[0] != iv)
+    return (op.operands[first - 1], tuple(forms[:-1]), moving), constant
+
+
+def _plan(loop: ir.Operation, lanes: int) -> _Plan | None:
+    """What the register loop of `loop` loads, or None where its body is not loads and stores
+    along rows (or fixed loads) and elementwise arithmetic on scalars, or no row is shifted."""
+    body = loop.regions[0].blocks[0]
+    iv = body.arguments[0]
+    rows: dict[RowKey, _Row] = {}
+    load_rows: dict[ir.Operation, tuple[RowKey, int]] = {}
+    invariant: list[ir.Operation] = []
+    stores = 0
+    for op in body.operations:
+        op = op.operation
+        name = op.name
+        if name == "affine.yield":
+            continue
+        if name in ("affine.load", "affine.store"):
+            access = _access_row(op, iv)
+            if access is None:
+                return None
+            key, offset = access
+            if name == "affine.store":
+                if key is None:
+                    return None  # the same element every iteration: not a sweep
+                stores += 1
+            elif key is None:
+                invariant.append(op)
+            else:
+                row = rows.get(key)
+                if row is None:
+                    row = rows[key] = _Row(op.operands[0], op, offset)
+                row.offsets.add(offset)
+                load_rows[op] = (key, offset)
+            continue
+        elementwise = name.startswith(_ELEMENTWISE_PREFIXES) and name not in _NOT_ELEMENTWISE
+        if op.regions or not (elementwise or name == "arith.constant"):
+            return None
+        # (an operand of index type: the loop's variable or a subscript, no vector element)
+        if not all(_scalar(value.type) for value in [*op.results, *op.operands]):
+            return None
+    if not stores or not any(row.shifted(lanes) for row in rows.values()):
+        return None
+    return _Plan(rows, load_rows, invariant)
+
+
+def _scalar(type_: ir.Type) -> bool:
+    return isinstance(type_, ir.FloatType | ir.IntegerType)
+
+
+def shifted_middle_loop(
+    loop: ir.Operation,
+    start: ir.Value,
+    stop: ir.Value,
+    lanes: int,
+    copy_body: Callable[[ir.Operation, scf.ForOp], None],
+) -> bool:
+    """At the insertion point: `loop`'s iterations `[start, stop)` (a multiple of `lanes`,
+    `start` where the store is aligned) as a scalar loop for the first vector, the register
+    loop, a scalar loop for the last vector, where the plan applies and the range holds at
+    least `MIN_SHIFTED_VECTORS` vectors (else one scalar loop); returns whether it applied.
+    `copy_body(loop, for_op)` fills a scalar `scf.for` with `loop`'s body."""
+    plan = _plan(loop, lanes)
+    index = ir.IndexType.get()
+    one = arith.constant(index, 1)
+    if plan is None:
+        middle = scf.ForOp(start, stop, one)
+        copy_body(loop, middle)
+        return False
+    width = arith.constant(index, lanes)
+    enough = arith.cmpi(
+        arith.CmpIPredicate.sge,
+        arith.subi(stop, start),
+        arith.constant(index, MIN_SHIFTED_VECTORS * lanes),
+    )
+    guard = scf.IfOp(enough, [], has_else=True)
+    with ir.InsertionPoint(guard.then_block):
+        inner_start = arith.addi(start, width)
+        inner_stop = arith.subi(stop, width)
+        head = scf.ForOp(start, inner_start, one)
+        copy_body(loop, head)
+        _register_loop(loop, plan, inner_start, inner_stop, lanes)
+        tail = scf.ForOp(inner_stop, stop, one)
+        copy_body(loop, tail)
+        scf.YieldOp([])
+    with ir.InsertionPoint(guard.else_block):
+        whole = scf.ForOp(start, stop, one)
+        copy_body(loop, whole)
+        scf.YieldOp([])
+    return True
+
+
+def _subscripts(op: ir.Operation, iv_value: ir.Value, shift: int) -> list[ir.Value]:
+    """The subscripts of access `op` with the loop variable bound to `iv_value`, the last one
+    plus `shift`."""
+    body_iv = op.block.arguments[0]
+    first = 2 if op.name == "affine.store" else 1
+    operands = [iv_value if value == body_iv else value for value in list(op.operands)[first:]]
+    amap = ir.AffineMapAttr(op.attributes["map"]).value
+    index = ir.IndexType.get()
+    results = list(amap.results)
+    results[-1] = results[-1] + ir.AffineConstantExpr.get(shift)
+    return [
+        affine.AffineApplyOp(
+            ir.AffineMap.get(amap.n_dims, amap.n_symbols, [result]), operands, results=[index]
+        ).result
+        for result in results
+    ]
+
+
+def _register_loop(
+    loop: ir.Operation, plan: _Plan, start: ir.Value, stop: ir.Value, lanes: int
+) -> None:
+    """The vector loop over `[start, stop)` (whole vectors) with the shifted rows' vectors
+    carried from one iteration to the next."""
+    body = loop.regions[0].blocks[0]
+    index = ir.IndexType.get()
+    broadcasts: dict[ir.Value, ir.Value] = {}
+
+    def vector_of(type_: ir.Type) -> ir.VectorType:
+        return ir.VectorType.get([lanes], type_)
+
+    def broadcast(value: ir.Value) -> ir.Value:
+        found = broadcasts.get(value)
+        if found is None:
+            found = broadcasts[value] = vector.BroadcastOp(vector_of(value.type), value).result
+        return found
+
+    def load_vector(row: _Row, at: ir.Value, element: int) -> ir.Value:
+        """The vector of `row` whose first lane is element `at + element` of the loop's
+        variable (the row's load with offset `element`)."""
+        indices = _subscripts(row.load, at, element - row.offset)
+        return vector.LoadOp(vector_of(row.load.results[0].type), row.memref, indices).result
+
+    # before the loop: the vectors carried into the first iteration, invariant values
+    shifted = {key: row for key, row in plan.rows.items() if row.shifted(lanes)}
+    initial: list[ir.Value] = []
+    layout: list[tuple[RowKey, str]] = []
+    for key, row in shifted.items():
+        if min(row.offsets) < 0:  # the vector before: ends just before `start`
+            initial.append(load_vector(row, start, -lanes))
+            layout.append((key, "before"))
+        if max(row.offsets) > 0:  # the vector at `start`, carried
+            initial.append(load_vector(row, start, 0))
+            layout.append((key, "at"))
+    mapping: dict[ir.Value, ir.Value] = {}
+    for op in plan.invariant_loads:
+        indices = _subscripts(op, start, 0)  # the subscripts do not use the variable
+        scalar = memref_dialect.LoadOp(op.operands[0], indices).result
+        mapping[op.results[0]] = broadcast(scalar)
+    for op in body.operations:
+        op = op.operation
+        if op.name == "arith.constant":
+            mapping[op.results[0]] = broadcast(op.clone().results[0])
+        elif op.name.startswith(_ELEMENTWISE_PREFIXES):
+            for value in op.operands:
+                if value not in mapping and not defined_in_loop_body(value, body):
+                    mapping[value] = broadcast(value)
+
+    width = arith.constant(index, lanes)
+    sweep = scf.ForOp(start, stop, width, initial)
+    with ir.InsertionPoint(sweep.body):
+        j = sweep.induction_variable
+        carried = dict(zip(layout, sweep.inner_iter_args, strict=True))
+        windows: dict[RowKey, tuple[ir.Value | None, ir.Value, ir.Value | None]] = {}
+        for key, row in shifted.items():
+            before = carried.get((key, "before"))
+            if max(row.offsets) > 0:
+                at = carried[(key, "at")]
+                after: ir.Value | None = load_vector(row, j, lanes)
+            else:
+                at = load_vector(row, j, 0)
+                after = None
+            windows[key] = (before, at, after)
+        for op in body.operations:
+            op = op.operation
+            name = op.name
+            if name in ("affine.yield", "arith.constant") or op in plan.invariant_loads:
+                continue
+            if name == "affine.load":
+                key, offset = plan.load_rows[op]
+                if key in windows:
+                    before, at, after = windows[key]
+                    if offset == 0:
+                        value = at
+                    elif offset < 0:
+                        assert before is not None
+                        mask = [lanes + offset + lane for lane in range(lanes)]
+                        value = vector.shuffle(before, at, mask)
+                    else:
+                        assert after is not None
+                        mask = [offset + lane for lane in range(lanes)]
+                        value = vector.shuffle(at, after, mask)
+                else:
+                    row = plan.rows[key]
+                    value = load_vector(row, j, offset)
+                mapping[op.results[0]] = value
+                continue
+            if name == "affine.store":
+                stored = mapping[op.operands[0]]
+                indices = _subscripts(op, j, 0)
+                vector.StoreOp(stored, op.operands[1], indices)
+                continue
+            operands = [mapping[value] for value in op.operands]
+            result_types = [vector_of(result.type) for result in op.results]
+            copy = ir.Operation.create(
+                name,
+                results=result_types,
+                operands=operands,
+                attributes={key: op.attributes[key] for key in op.attributes},
+            )
+            for old, new in zip(op.results, copy.results, strict=True):
+                mapping[old] = new
+        carried_next: list[ir.Value] = []
+        for key, kind in layout:
+            before, at, after = windows[key]
+            if kind == "before":
+                carried_next.append(at)
+            else:
+                assert after is not None
+                carried_next.append(after)
+        scf.YieldOp(carried_next)

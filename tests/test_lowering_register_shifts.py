@@ -1,0 +1,191 @@
+"""Row neighbours from registers (polyflow/lowering/register_shifts.py): the aligned middle of an
+out-of-place row sweep loads each row once per vector and shifts it across lanes for the
+neighbouring elements; loops that do not qualify keep LLVM's vectorization. IR tests on small
+MLIR, and programs with rows at every offset within a vector and of every short length, in
+double, float and int, against gcc -O2's digits."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from mlir import ir
+
+import polyflow
+from polyflow.lowering.vector_alignment import align_vector_loops
+
+# A 5-point stencil's row: A read at j-1, j, j+1 of row i and at j of rows i-1 and i+1.
+ROW = """
+func.func @row(%A: memref<100x1000xf64>, %B: memref<100x1000xf64>, %n: index) {
+  %c = arith.constant 2.000000e-01 : f64
+  affine.for %i = 1 to 99 {
+    affine.for %k = 1 to %n {
+      %0 = affine.load %A[%i, %k] : memref<100x1000xf64>
+      %1 = affine.load %A[%i, %k - 1] : memref<100x1000xf64>
+      %2 = affine.load %A[%i, %k + 1] : memref<100x1000xf64>
+      %3 = affine.load %A[%i - 1, %k] : memref<100x1000xf64>
+      %4 = affine.load %A[%i + 1, %k] : memref<100x1000xf64>
+      %5 = arith.addf %0, %1 : f64
+      %6 = arith.addf %5, %2 : f64
+      %7 = arith.addf %6, %3 : f64
+      %8 = arith.addf %7, %4 : f64
+      %9 = arith.mulf %8, %c : f64
+      affine.store %9, %B[%i, %k] : memref<100x1000xf64>
+    }
+  }
+  return
+}
+"""
+
+
+def _aligned(source: str, vector_bytes: int = 64) -> str:
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(source)
+        assert align_vector_loops(module, vector_bytes) == 1
+        assert module.operation.verify()
+        return str(module)
+
+
+def _register_loop(text: str) -> str:
+    """The body of the loop that carries vectors (the register loop)."""
+    match = re.search(r"scf\.for .* iter_args\(.*\) -> \(.*\) \{\n(.*?)\n\s*scf\.yield", text, re.S)
+    assert match, text
+    return match.group(1)
+
+
+def test_the_middle_loads_each_row_once_and_shifts_the_neighbours() -> None:
+    text = _aligned(ROW)
+    body = _register_loop(text)
+    # row i: one load (the vector after; the one at j is carried), rows i-1 and i+1: one each
+    assert body.count("vector.load") == 3
+    masks = re.findall(r"vector\.shuffle %\w+, %\w+ \[([\d, ]+)\]", body)
+    assert sorted(masks) == ["1, 2, 3, 4, 5, 6, 7, 8", "7, 8, 9, 10, 11, 12, 13, 14"]
+    assert body.count("vector.store") == 1 and "vector<8xf64>" in body
+    # the constant is broadcast once, before the loop
+    assert "vector.broadcast" in text and "vector.broadcast" not in body
+    # a vector's iterations before and after it stay scalar (LLVM's), and short rows too
+    assert text.count("scf.for") == 6
+
+
+def test_a_row_read_only_before_its_element_carries_the_vector_before() -> None:
+    text = _aligned(
+        ROW.replace(
+            "%k + 1] : memref<100x1000xf64>\n      %3", "%k] : memref<100x1000xf64>\n      %3"
+        )
+    )
+    body = _register_loop(text)
+    # row i at j-1 and j: the vector at j is loaded, the one before it carried
+    assert re.findall(r"vector\.shuffle %\w+, %\w+ \[([\d, ]+)\]", body) == [
+        "7, 8, 9, 10, 11, 12, 13, 14"
+    ]
+    assert body.count("vector.load") == 3
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        # in place: not repeatable, the prologue-and-aligned-loop shape
+        [("%B[%i, %k]", "%A[%i, %k]")],
+        # each row read at one element only: LLVM's vector loads are as good
+        [("%A[%i, %k - 1]", "%A[%i + 2, %k]"), ("%A[%i, %k + 1]", "%A[%i - 2, %k]")],
+        # neighbours a vector or more apart
+        [("%A[%i, %k - 1]", "%A[%i, %k - 8]"), ("%A[%i, %k + 1]", "%A[%i, %k + 9]")],
+        # a value of the loop's variable in the arithmetic
+        [
+            (
+                "%9 = arith.mulf %8, %c : f64",
+                "%x = arith.index_cast %k : index to i64\n      %y = arith.sitofp %x : i64 to f64\n"
+                "      %9 = arith.mulf %8, %y : f64",
+            )
+        ],
+    ],
+)
+def test_loops_that_do_not_qualify_keep_llvms_vectorization(
+    changes: list[tuple[str, str]],
+) -> None:
+    source = ROW
+    for old, new in changes:
+        assert old in source
+        source = source.replace(old, new)
+    text = _aligned(source)
+    assert "vector." not in text
+
+
+PROGRAMS = r"""
+#include <stdio.h>
+#define M 160
+double buf_a[M + 16], buf_b[M + 16], buf_w[4];
+float buf_f[M + 32], buf_g[M + 32];
+int buf_i[M + 16], buf_j[M + 16];
+/* three points, a row read at j-1, j, j+1 */
+static void blur(int m, const double a[m + 2], double b[m + 2]) {
+  for (int k = 1; k <= m; k++)
+    b[k] = (a[k - 1] + a[k] + a[k + 1]) / 3.0;
+}
+/* five points of a float row, weights from memory (a load that does not move) */
+static void wide(int m, const float f[m + 4], float g[m + 4], const double w[4]) {
+  for (int k = 2; k < m + 2; k++)
+    g[k] = (float)w[0] * (f[k - 2] + f[k + 2]) - (float)w[1] * (f[k - 1] - f[k + 1]) + f[k];
+}
+/* ints: a maximum of the neighbours (exact), the element after only */
+static void peaks(int m, const int x[m + 2], int y[m + 2]) {
+  for (int k = 0; k < m; k++)
+    y[k] = (x[k] > x[k + 1] ? x[k] : x[k + 1]) + 3 * x[k];
+}
+/* the row written one element past the one read */
+static void shift(int m, const double a[m + 2], double b[m + 2]) {
+  for (int k = 1; k < m; k++)
+    b[k + 1] = a[k] * 0.5 - a[k - 1] * 0.25;
+}
+int main(void) {
+  for (int s = 0; s < 8; s++) {
+    for (int m = 1; m <= M - 8; m += (m < 40 ? 1 : 13)) {
+      double *a = buf_a + s, *b = buf_b + (7 - s), *w = buf_w;
+      float *f = buf_f + 2 * s, *g = buf_g + (s * 3) % 16;
+      int *x = buf_i + s, *y = buf_j + (s + 3) % 8;
+      w[0] = 0.375; w[1] = 1.0 / 3.0;
+      for (int k = 0; k < M; k++) {
+        a[k] = (double)((k * 7 + s) % 23) / 7.0;
+        b[k] = -1.0;
+        f[k] = (float)((k * 5 + s) % 19) / 3.0f;
+        g[k] = -2.0f;
+        x[k] = (k * 37 + s) % 101 - 50;
+        y[k] = 0;
+      }
+      blur(m, a, b);
+      double sb = 0.0;
+      for (int k = 0; k < M; k++) sb += b[k] * (double)(1 + k % 5);
+      shift(m, a, b);
+      double sc = 0.0;
+      for (int k = 0; k < M; k++) sc += b[k] * (double)(1 + k % 7);
+      wide(m, f, g, w);
+      double sf = 0.0;
+      for (int k = 0; k < M; k++) sf += (double)g[k] * (double)(1 + k % 3);
+      peaks(m, x, y);
+      long sy = 0;
+      for (int k = 0; k < M; k++) sy += (long)y[k] * (1 + k % 4);
+      printf("%d %d %.17g %.17g %.17g %ld\n", s, m, sb, sc, sf, sy);
+    }
+  }
+  return 0;
+}
+"""
+
+
+def test_rows_at_every_offset_and_length_print_gccs_digits(tmp_path: Path) -> None:
+    source = tmp_path / "rows.c"
+    source.write_text(PROGRAMS)
+    options = polyflow.Options(opt_level=3, march="native", parallel=False, fp_contract="off")
+    built = polyflow.build_program(source, tmp_path / "pf", options=options, cache=None)
+    assert {"blur", "wide", "peaks", "shift"} <= set(built.compiled), built.fallbacks
+    shifted = {r.function for r in built.report.remarks if r.kind == "register-shifts"}
+    assert shifted == {"blur", "wide", "peaks", "shift"}
+    subprocess.run(
+        ["gcc", "-O2", "-ffp-contract=off", str(source), "-o", str(tmp_path / "ref")], check=True
+    )
+    ours = subprocess.run([tmp_path / "pf"], capture_output=True, text=True, check=True)
+    ref = subprocess.run([tmp_path / "ref"], capture_output=True, text=True, check=True)
+    assert len(ours.stdout.splitlines()) > 300
+    assert ours.stdout == ref.stdout
