@@ -15,10 +15,10 @@ reads is written, no aliasing: its iterations are independent), whose body is lo
 stores that move with the loop's variable through the last subscript only (coefficient 1) or
 not at all, and elementwise arithmetic. A row read at offsets `lo <= 0 <= hi` of the
 variable (within a vector) is shifted from registers; any other read is a plain vector load.
-Its first and last vectors stay scalar loops (vectorized by LLVM, one vector each), so that
-every vector the shifted loop loads lies within the elements the scalar loop touches: the
-vector before the first register iteration starts at the aligned start, the vector after the
-last one ends at `stop - 1`.
+Its first and last vectors load what the loop's own accesses read (unaligned), so that every
+vector the register loop loads lies within the elements the scalar loop touches: the vector
+before its first iteration starts at the aligned start, the vector after its last one ends at
+`stop - 1`. Ranges of fewer than `MIN_SHIFTED_VECTORS` vectors stay one scalar loop.
 
 Results are the scalar loop's to the bit: each lane computes the same operations on the same
 elements in the same order.
@@ -38,8 +38,8 @@ from polyflow.ir.affine import Inexpressible, Linear, defined_in_loop_body, line
 # Elementwise ops whose vector form is the same op on vectors of the operands.
 _ELEMENTWISE_PREFIXES = ("arith.", "math.")
 _NOT_ELEMENTWISE = frozenset({"arith.constant", "arith.index_cast", "arith.index_castui"})
-# A loop known to run fewer than this many vectors keeps LLVM's vectorization (the register
-# loop needs one vector before and one after it).
+# A middle of fewer than this many vectors stays a scalar loop, vectorized by LLVM (the
+# register loop needs one vector before and one after it).
 MIN_SHIFTED_VECTORS = 3
 
 
@@ -148,9 +148,9 @@ def shifted_middle_loop(
     copy_body: Callable[[ir.Operation, scf.ForOp], None],
 ) -> bool:
     """At the insertion point: `loop`'s iterations `[start, stop)` (a multiple of `lanes`,
-    `start` where the store is aligned) as a scalar loop for the first vector, the register
-    loop, a scalar loop for the last vector, where the plan applies and the range holds at
-    least `MIN_SHIFTED_VECTORS` vectors (else one scalar loop); returns whether it applied.
+    `start` where the store is aligned) as the first vector, the register loop and the last
+    vector, where the plan applies and the range holds at least `MIN_SHIFTED_VECTORS` vectors
+    (else one scalar loop); returns whether the plan applied.
     `copy_body(loop, for_op)` fills a scalar `scf.for` with `loop`'s body."""
     plan = _plan(loop, lanes)
     index = ir.IndexType.get()
@@ -169,11 +169,7 @@ def shifted_middle_loop(
     with ir.InsertionPoint(guard.then_block):
         inner_start = arith.addi(start, width)
         inner_stop = arith.subi(stop, width)
-        head = scf.ForOp(start, inner_start, one)
-        copy_body(loop, head)
-        _register_loop(loop, plan, inner_start, inner_stop, lanes)
-        tail = scf.ForOp(inner_stop, stop, one)
-        copy_body(loop, tail)
+        _register_loop(loop, plan, start, inner_start, inner_stop, lanes)
         scf.YieldOp([])
     with ir.InsertionPoint(guard.else_block):
         whole = scf.ForOp(start, stop, one)
@@ -201,10 +197,17 @@ def _subscripts(op: ir.Operation, iv_value: ir.Value, shift: int) -> list[ir.Val
 
 
 def _register_loop(
-    loop: ir.Operation, plan: _Plan, start: ir.Value, stop: ir.Value, lanes: int
+    loop: ir.Operation,
+    plan: _Plan,
+    first: ir.Value,
+    start: ir.Value,
+    stop: ir.Value,
+    lanes: int,
 ) -> None:
-    """The vector loop over `[start, stop)` (whole vectors) with the shifted rows' vectors
-    carried from one iteration to the next."""
+    """One vector at `first` (= `start` - lanes), the vector loop over `[start, stop)` with the
+    shifted rows' vectors carried from one iteration to the next, one vector at `stop`: each
+    end vector's loads are the loop's own (unaligned) ones, so that every load stays within
+    the elements the scalar loop reads."""
     body = loop.regions[0].blocks[0]
     index = ir.IndexType.get()
     broadcasts: dict[ir.Value, ir.Value] = {}
@@ -224,20 +227,10 @@ def _register_loop(
         indices = _subscripts(row.load, at, element - row.offset)
         return vector.LoadOp(vector_of(row.load.results[0].type), row.memref, indices).result
 
-    # before the loop: the vectors carried into the first iteration, invariant values
-    shifted = {key: row for key, row in plan.rows.items() if row.shifted(lanes)}
-    initial: list[ir.Value] = []
-    layout: list[tuple[RowKey, str]] = []
-    for key, row in shifted.items():
-        if min(row.offsets) < 0:  # the vector before: ends just before `start`
-            initial.append(load_vector(row, start, -lanes))
-            layout.append((key, "before"))
-        if max(row.offsets) > 0:  # the vector at `start`, carried
-            initial.append(load_vector(row, start, 0))
-            layout.append((key, "at"))
+    # invariant values, made once before the loops
     mapping: dict[ir.Value, ir.Value] = {}
     for op in plan.invariant_loads:
-        indices = _subscripts(op, start, 0)  # the subscripts do not use the variable
+        indices = _subscripts(op, first, 0)  # the subscripts do not use the variable
         scalar = memref_dialect.LoadOp(op.operands[0], indices).result
         mapping[op.results[0]] = broadcast(scalar)
     for op in body.operations:
@@ -249,8 +242,52 @@ def _register_loop(
                 if value not in mapping and not defined_in_loop_body(value, body):
                     mapping[value] = broadcast(value)
 
-    width = arith.constant(index, lanes)
-    sweep = scf.ForOp(start, stop, width, initial)
+    def iteration(at: ir.Value, loaded: Callable[[ir.Operation], ir.Value]) -> None:
+        """The body on the vector of iterations from `at`, each moving load's vector from
+        `loaded`."""
+        values = dict(mapping)
+        for op in body.operations:
+            op = op.operation
+            name = op.name
+            if name in ("affine.yield", "arith.constant") or op in plan.invariant_loads:
+                continue
+            if name == "affine.load":
+                values[op.results[0]] = loaded(op)
+            elif name == "affine.store":
+                indices = _subscripts(op, at, 0)
+                vector.StoreOp(values[op.operands[0]], op.operands[1], indices)
+            else:
+                copy = ir.Operation.create(
+                    name,
+                    results=[vector_of(result.type) for result in op.results],
+                    operands=[values[value] for value in op.operands],
+                    attributes={key: op.attributes[key] for key in op.attributes},
+                )
+                for old, new in zip(op.results, copy.results, strict=True):
+                    values[old] = new
+
+    def unaligned(at: ir.Value) -> Callable[[ir.Operation], ir.Value]:
+        def loaded(op: ir.Operation) -> ir.Value:
+            key, offset = plan.load_rows[op]
+            return load_vector(plan.rows[key], at, offset)
+
+        return loaded
+
+    iteration(first, unaligned(first))
+
+    # the vectors carried into the first iteration
+    shifted = {key: row for key, row in plan.rows.items() if row.shifted(lanes)}
+    initial: list[ir.Value] = []
+    layout: list[tuple[RowKey, str]] = []
+    for key, row in shifted.items():
+        if min(row.offsets) < 0:  # the vector before: ends just before `start`
+            initial.append(load_vector(row, start, -lanes))
+            layout.append((key, "before"))
+        if max(row.offsets) > 0:  # the vector at `start`, carried
+            initial.append(load_vector(row, start, 0))
+            layout.append((key, "at"))
+
+    sweep = scf.ForOp(start, stop, arith.constant(index, lanes), initial)
     with ir.InsertionPoint(sweep.body):
         j = sweep.induction_variable
         carried = dict(zip(layout, sweep.inner_iter_args, strict=True))
@@ -264,45 +301,21 @@ def _register_loop(
                 at = load_vector(row, j, 0)
                 after = None
             windows[key] = (before, at, after)
-        for op in body.operations:
-            op = op.operation
-            name = op.name
-            if name in ("affine.yield", "arith.constant") or op in plan.invariant_loads:
-                continue
-            if name == "affine.load":
-                key, offset = plan.load_rows[op]
-                if key in windows:
-                    before, at, after = windows[key]
-                    if offset == 0:
-                        value = at
-                    elif offset < 0:
-                        assert before is not None
-                        mask = [lanes + offset + lane for lane in range(lanes)]
-                        value = vector.shuffle(before, at, mask)
-                    else:
-                        assert after is not None
-                        mask = [offset + lane for lane in range(lanes)]
-                        value = vector.shuffle(at, after, mask)
-                else:
-                    row = plan.rows[key]
-                    value = load_vector(row, j, offset)
-                mapping[op.results[0]] = value
-                continue
-            if name == "affine.store":
-                stored = mapping[op.operands[0]]
-                indices = _subscripts(op, j, 0)
-                vector.StoreOp(stored, op.operands[1], indices)
-                continue
-            operands = [mapping[value] for value in op.operands]
-            result_types = [vector_of(result.type) for result in op.results]
-            copy = ir.Operation.create(
-                name,
-                results=result_types,
-                operands=operands,
-                attributes={key: op.attributes[key] for key in op.attributes},
-            )
-            for old, new in zip(op.results, copy.results, strict=True):
-                mapping[old] = new
+
+        def from_registers(op: ir.Operation) -> ir.Value:
+            key, offset = plan.load_rows[op]
+            if key not in windows:
+                return load_vector(plan.rows[key], j, offset)
+            before, at, after = windows[key]
+            if offset == 0:
+                return at
+            if offset < 0:
+                assert before is not None
+                return vector.shuffle(before, at, [lanes + offset + k for k in range(lanes)])
+            assert after is not None
+            return vector.shuffle(at, after, [offset + k for k in range(lanes)])
+
+        iteration(j, from_registers)
         carried_next: list[ir.Value] = []
         for key, kind in layout:
             before, at, after = windows[key]
@@ -312,3 +325,5 @@ def _register_loop(
                 assert after is not None
                 carried_next.append(after)
         scf.YieldOp(carried_next)
+
+    iteration(stop, unaligned(stop))
