@@ -40,7 +40,7 @@ _ELEMENTWISE_PREFIXES = ("arith.", "math.")
 _NOT_ELEMENTWISE = frozenset({"arith.constant", "arith.index_cast", "arith.index_castui"})
 # A middle of fewer than this many vectors stays a scalar loop, vectorized by LLVM (the
 # register loop needs one vector before and one after it).
-MIN_SHIFTED_VECTORS = 3
+MIN_SHIFTED_VECTORS = 2
 
 
 # A row of an array as the loop reads it: the array, the subscripts but the last, and the
@@ -167,9 +167,7 @@ def shifted_middle_loop(
     )
     guard = scf.IfOp(enough, [], has_else=True)
     with ir.InsertionPoint(guard.then_block):
-        inner_start = arith.addi(start, width)
-        inner_stop = arith.subi(stop, width)
-        _register_loop(loop, plan, start, inner_start, inner_stop, lanes)
+        _register_loop(loop, plan, start, arith.subi(stop, width), lanes)
         scf.YieldOp([])
     with ir.InsertionPoint(guard.else_block):
         whole = scf.ForOp(start, stop, one)
@@ -197,17 +195,12 @@ def _subscripts(op: ir.Operation, iv_value: ir.Value, shift: int) -> list[ir.Val
 
 
 def _register_loop(
-    loop: ir.Operation,
-    plan: _Plan,
-    first: ir.Value,
-    start: ir.Value,
-    stop: ir.Value,
-    lanes: int,
+    loop: ir.Operation, plan: _Plan, start: ir.Value, last: ir.Value, lanes: int
 ) -> None:
-    """One vector at `first` (= `start` - lanes), the vector loop over `[start, stop)` with the
-    shifted rows' vectors carried from one iteration to the next, one vector at `stop`: each
-    end vector's loads are the loop's own (unaligned) ones, so that every load stays within
-    the elements the scalar loop reads."""
+    """The vector loop over `[start, last]` (whole vectors) with the shifted rows' vectors
+    carried from one iteration to the next, its last iteration peeled. The vector before the
+    first iteration and the one after the last are masked loads of the lanes the shifts use
+    (elements the scalar loop reads), so no load strays past the row's elements."""
     body = loop.regions[0].blocks[0]
     index = ir.IndexType.get()
     broadcasts: dict[ir.Value, ir.Value] = {}
@@ -221,16 +214,27 @@ def _register_loop(
             found = broadcasts[value] = vector.BroadcastOp(vector_of(value.type), value).result
         return found
 
-    def load_vector(row: _Row, at: ir.Value, element: int) -> ir.Value:
+    def load_vector(
+        row: _Row, at: ir.Value, element: int, lanes_used: range | None = None
+    ) -> ir.Value:
         """The vector of `row` whose first lane is element `at + element` of the loop's
-        variable (the row's load with offset `element`)."""
+        variable (the row's load with offset `element`); only `lanes_used` loaded if given."""
         indices = _subscripts(row.load, at, element - row.offset)
-        return vector.LoadOp(vector_of(row.load.results[0].type), row.memref, indices).result
+        type_ = vector_of(row.load.results[0].type)
+        if lanes_used is None:
+            return vector.LoadOp(type_, row.memref, indices).result
+        mask_type = ir.VectorType.get([lanes], ir.IntegerType.get_signless(1))
+        flags = ", ".join("true" if lane in lanes_used else "false" for lane in range(lanes))
+        mask = arith.constant(mask_type, ir.Attribute.parse(f"dense<[{flags}]> : {mask_type}"))
+        zero = arith.constant(
+            type_, ir.DenseElementsAttr.get_splat(type_, _zero(row.load.results[0].type))
+        )
+        return vector.MaskedLoadOp(type_, row.memref, indices, mask, zero).result
 
-    # invariant values, made once before the loops
+    # invariant values, made once before the loop
     mapping: dict[ir.Value, ir.Value] = {}
     for op in plan.invariant_loads:
-        indices = _subscripts(op, first, 0)  # the subscripts do not use the variable
+        indices = _subscripts(op, start, 0)  # the subscripts do not use the variable
         scalar = memref_dialect.LoadOp(op.operands[0], indices).result
         mapping[op.results[0]] = broadcast(scalar)
     for op in body.operations:
@@ -242,9 +246,34 @@ def _register_loop(
                 if value not in mapping and not defined_in_loop_body(value, body):
                     mapping[value] = broadcast(value)
 
-    def iteration(at: ir.Value, loaded: Callable[[ir.Operation], ir.Value]) -> None:
-        """The body on the vector of iterations from `at`, each moving load's vector from
-        `loaded`."""
+    # the vectors carried into the first iteration
+    shifted = {key: row for key, row in plan.rows.items() if row.shifted(lanes)}
+    initial: list[ir.Value] = []
+    layout: list[tuple[RowKey, str]] = []
+    for key, row in shifted.items():
+        low = min(row.offsets)
+        if low < 0:  # the vector before `start`: its last -low lanes
+            initial.append(load_vector(row, start, -lanes, range(lanes + low, lanes)))
+            layout.append((key, "before"))
+        if max(row.offsets) > 0:  # the vector at `start`, carried
+            initial.append(load_vector(row, start, 0))
+            layout.append((key, "at"))
+
+    def iteration(j: ir.Value, carried_in: list[ir.Value], peeled: bool) -> list[ir.Value]:
+        """The body on the vector of iterations from `j`; returns the vectors to carry."""
+        carried = dict(zip(layout, carried_in, strict=True))
+        windows: dict[RowKey, tuple[ir.Value | None, ir.Value, ir.Value | None]] = {}
+        for key, row in shifted.items():
+            before = carried.get((key, "before"))
+            high = max(row.offsets)
+            if high > 0:
+                at = carried[(key, "at")]
+                # the last iteration's vector after: its first `high` lanes
+                after: ir.Value | None = load_vector(row, j, lanes, range(high) if peeled else None)
+            else:
+                at = load_vector(row, j, 0)
+                after = None
+            windows[key] = (before, at, after)
         values = dict(mapping)
         for op in body.operations:
             op = op.operation
@@ -252,9 +281,12 @@ def _register_loop(
             if name in ("affine.yield", "arith.constant") or op in plan.invariant_loads:
                 continue
             if name == "affine.load":
-                values[op.results[0]] = loaded(op)
+                key, offset = plan.load_rows[op]
+                values[op.results[0]] = _from_window(
+                    windows.get(key), offset, lanes
+                ) or load_vector(plan.rows[key], j, offset)
             elif name == "affine.store":
-                indices = _subscripts(op, at, 0)
+                indices = _subscripts(op, j, 0)
                 vector.StoreOp(values[op.operands[0]], op.operands[1], indices)
             else:
                 copy = ir.Operation.create(
@@ -265,65 +297,39 @@ def _register_loop(
                 )
                 for old, new in zip(op.results, copy.results, strict=True):
                     values[old] = new
-
-    def unaligned(at: ir.Value) -> Callable[[ir.Operation], ir.Value]:
-        def loaded(op: ir.Operation) -> ir.Value:
-            key, offset = plan.load_rows[op]
-            return load_vector(plan.rows[key], at, offset)
-
-        return loaded
-
-    iteration(first, unaligned(first))
-
-    # the vectors carried into the first iteration
-    shifted = {key: row for key, row in plan.rows.items() if row.shifted(lanes)}
-    initial: list[ir.Value] = []
-    layout: list[tuple[RowKey, str]] = []
-    for key, row in shifted.items():
-        if min(row.offsets) < 0:  # the vector before: ends just before `start`
-            initial.append(load_vector(row, start, -lanes))
-            layout.append((key, "before"))
-        if max(row.offsets) > 0:  # the vector at `start`, carried
-            initial.append(load_vector(row, start, 0))
-            layout.append((key, "at"))
-
-    sweep = scf.ForOp(start, stop, arith.constant(index, lanes), initial)
-    with ir.InsertionPoint(sweep.body):
-        j = sweep.induction_variable
-        carried = dict(zip(layout, sweep.inner_iter_args, strict=True))
-        windows: dict[RowKey, tuple[ir.Value | None, ir.Value, ir.Value | None]] = {}
-        for key, row in shifted.items():
-            before = carried.get((key, "before"))
-            if max(row.offsets) > 0:
-                at = carried[(key, "at")]
-                after: ir.Value | None = load_vector(row, j, lanes)
-            else:
-                at = load_vector(row, j, 0)
-                after = None
-            windows[key] = (before, at, after)
-
-        def from_registers(op: ir.Operation) -> ir.Value:
-            key, offset = plan.load_rows[op]
-            if key not in windows:
-                return load_vector(plan.rows[key], j, offset)
-            before, at, after = windows[key]
-            if offset == 0:
-                return at
-            if offset < 0:
-                assert before is not None
-                return vector.shuffle(before, at, [lanes + offset + k for k in range(lanes)])
-            assert after is not None
-            return vector.shuffle(at, after, [offset + k for k in range(lanes)])
-
-        iteration(j, from_registers)
-        carried_next: list[ir.Value] = []
+        carried_out: list[ir.Value] = []
         for key, kind in layout:
             before, at, after = windows[key]
-            if kind == "before":
-                carried_next.append(at)
-            else:
-                assert after is not None
-                carried_next.append(after)
-        scf.YieldOp(carried_next)
+            carried_out.append(at if kind == "before" else _present(after))
+        return carried_out
 
-    iteration(stop, unaligned(stop))
+    sweep = scf.ForOp(start, last, arith.constant(index, lanes), initial)
+    with ir.InsertionPoint(sweep.body):
+        scf.YieldOp(iteration(sweep.induction_variable, list(sweep.inner_iter_args), False))
+    iteration(last, list(sweep.results), True)
+
+
+def _from_window(
+    window: tuple[ir.Value | None, ir.Value, ir.Value | None] | None, offset: int, lanes: int
+) -> ir.Value | None:
+    """The vector of a shifted row at `offset` from its window (vector before, at, after the
+    iteration's elements); None for a row that is not shifted."""
+    if window is None:
+        return None
+    before, at, after = window
+    if offset == 0:
+        return at
+    if offset < 0:
+        return vector.shuffle(_present(before), at, [lanes + offset + k for k in range(lanes)])
+    return vector.shuffle(at, _present(after), [offset + k for k in range(lanes)])
+
+
+def _present(value: ir.Value | None) -> ir.Value:
+    assert value is not None
+    return value
+
+
+def _zero(element: ir.Type) -> ir.Attribute:
+    if isinstance(element, ir.FloatType):
+        return ir.FloatAttr.get(element, 0.0)
+    return ir.IntegerAttr.get(element, 0)
