@@ -206,7 +206,9 @@ class Options(BaseModel):
         "store is aligned to the vector size (a whole vector at each end where iterations may "
         "run twice, else a few scalar iterations first): a row from element 1 of a "
         "page-aligned array otherwise splits every other vector access across two cache lines "
-        "(stencils: heat-3d, fdtd-2d)",
+        "(stencils: heat-3d, fdtd-2d); in a sweep that reads no array it writes, the aligned "
+        "vectors then load each row read around the element once and shift it across lanes for "
+        "the neighbours (jacobi-2d)",
         json_schema_extra=_POLYHEDRAL,
     )
     index_split: bool = Field(

@@ -94,11 +94,38 @@ def test_a_row_read_only_before_its_element_carries_the_vector_before() -> None:
     assert body.count("vector.load") == 3
 
 
+def test_an_update_in_place_of_its_own_element_shifts_the_rows_it_does_not_write() -> None:
+    # B[i][k] read and written at its own element: each iteration on its own, A not written
+    source = ROW.replace(
+        "%9 = arith.mulf %8, %c : f64",
+        "%b = affine.load %B[%i, %k] : memref<100x1000xf64>\n"
+        "      %m = arith.mulf %8, %c : f64\n      %9 = arith.addf %m, %b : f64",
+    )
+    text = _aligned(source)
+    body = _register_loop(text)
+    masks = re.findall(r"vector\.shuffle %\w+, %\w+ \[([\d, ]+)\]", body)
+    assert len(masks) == 2
+    # A's three rows and B's own element: one load each, B's before its store
+    assert body.count("vector.load") == 4
+    assert body.index("vector.load %arg1") < body.index("vector.store")
+    # the scalar prologue up to the aligned start, the rest of the vectors after the loop
+    assert text.count("scf.for") == 4  # prologue, register loop, rest, short rows
+
+
 @pytest.mark.parametrize(
     "changes",
     [
-        # in place: not repeatable, the prologue-and-aligned-loop shape
+        # in place, the written row read around its element: the prologue-and-aligned-loop
+        # shape, vectorized by LLVM
         [("%B[%i, %k]", "%A[%i, %k]")],
+        # in place, a row written that the body reads at another row
+        [
+            (
+                "%9 = arith.mulf %8, %c : f64",
+                "%b = affine.load %B[%i - 1, %k] : memref<100x1000xf64>\n"
+                "      %9 = arith.addf %8, %b : f64",
+            )
+        ],
         # each row read at one element only: LLVM's vector loads are as good
         [("%A[%i, %k - 1]", "%A[%i + 2, %k]"), ("%A[%i, %k + 1]", "%A[%i - 2, %k]")],
         # neighbours a vector or more apart
@@ -145,6 +172,16 @@ static void peaks(int m, const int x[m + 2], int y[m + 2]) {
   for (int k = 0; k < m; k++)
     y[k] = (x[k] > x[k + 1] ? x[k] : x[k + 1]) + 3 * x[k];
 }
+/* in place: b read and written at its own element, a's neighbours shifted */
+static void update(int m, const double a[m + 2], double b[m + 2]) {
+  for (int k = 1; k <= m; k++)
+    b[k] = b[k] - 0.5 * (a[k + 1] - a[k - 1]);
+}
+/* in place along a recurrence: stays LLVM's (scalar) */
+static void chain(int m, const double a[m + 2], double b[m + 2]) {
+  for (int k = 1; k <= m; k++)
+    b[k] = b[k - 1] * 0.5 + (a[k + 1] - a[k]);
+}
 /* the row written one element past the one read */
 static void shift(int m, const double a[m + 2], double b[m + 2]) {
   for (int k = 1; k < m; k++)
@@ -169,6 +206,9 @@ int main(void) {
       double sb = 0.0;
       for (int k = 0; k < M; k++) sb += b[k] * (double)(1 + k % 5);
       shift(m, a, b);
+      update(m, a, b);
+      chain(m, a, b);
+      update(m, a, b);
       double sc = 0.0;
       for (int k = 0; k < M; k++) sc += b[k] * (double)(1 + k % 7);
       wide(m, f, g, w);
@@ -190,9 +230,9 @@ def test_rows_at_every_offset_and_length_print_gccs_digits(tmp_path: Path) -> No
     source.write_text(PROGRAMS)
     options = polyflow.Options(opt_level=3, march="native", parallel=False, fp_contract="off")
     built = polyflow.build_program(source, tmp_path / "pf", options=options, cache=None)
-    assert {"blur", "wide", "peaks", "shift"} <= set(built.compiled), built.fallbacks
+    assert {"blur", "wide", "peaks", "shift", "update", "chain"} <= set(built.compiled)
     shifted = {r.function for r in built.report.remarks if r.kind == "register-shifts"}
-    assert shifted == {"blur", "wide", "peaks", "shift"}
+    assert shifted == {"blur", "wide", "peaks", "shift", "update"}
     subprocess.run(
         ["gcc", "-O2", "-ffp-contract=off", str(source), "-o", str(tmp_path / "ref")], check=True
     )

@@ -11,7 +11,10 @@ alignment) and two `valignq`s. Measured on a Sapphire Rapids core, jacobi-2d's r
 rows 64 x 512 in the L2): 7.9-8.6 -> 6.8-7.2 cycles per vector.
 
 Which loops: the middle `[aligned, stop)` of a loop `_split` found repeatable (no array it
-reads is written, no aliasing: its iterations are independent), whose body is loads and
+reads is written, no aliasing: its iterations are independent), or the aligned rest of an
+in-place update that reads each array it writes only at the element it writes (fdtd-2d's
+`ex[i][j] = ex[i][j] - 0.5 * (hz[i][j] - hz[i][j-1])`: again independent iterations, and
+the shifted rows are not written), whose body is loads and
 stores that move with the loop's variable through the last subscript only (coefficient 1) or
 not at all, and elementwise arithmetic. A row read at offsets `lo <= 0 <= hi` of the
 variable (within a vector) is shifted from registers; any other read is a plain vector load.
@@ -34,6 +37,7 @@ from mlir.dialects import affine, arith, scf, vector
 from mlir.dialects import memref as memref_dialect
 
 from polyflow.ir.affine import Inexpressible, Linear, defined_in_loop_body, linear_form
+from polyflow.ir.aliasing import may_alias
 
 # Elementwise ops whose vector form is the same op on vectors of the operands.
 _ELEMENTWISE_PREFIXES = ("arith.", "math.")
@@ -93,15 +97,18 @@ def _access_row(op: ir.Operation, iv: ir.Value) -> tuple[RowKey | None, int] | N
     return (op.operands[first - 1], tuple(forms[:-1]), moving), constant
 
 
-def _plan(loop: ir.Operation, lanes: int) -> _Plan | None:
+def _plan(loop: ir.Operation, lanes: int, *, in_place: bool = False) -> _Plan | None:
     """What the register loop of `loop` loads, or None where its body is not loads and stores
-    along rows (or fixed loads) and elementwise arithmetic on scalars, or no row is shifted."""
+    along rows (or fixed loads) and elementwise arithmetic on scalars, or no row is shifted.
+    `in_place`: the body may read what it writes, provided it reads each written array (or
+    one that may alias it) only at the element it writes, and writes it at one element per
+    iteration, so its iterations stay independent and no shifted row changes under it."""
     body = loop.regions[0].blocks[0]
     iv = body.arguments[0]
     rows: dict[RowKey, _Row] = {}
     load_rows: dict[ir.Operation, tuple[RowKey, int]] = {}
     invariant: list[ir.Operation] = []
-    stores = 0
+    stores: list[tuple[ir.Value, RowKey, int]] = []
     for op in body.operations:
         op = op.operation
         name = op.name
@@ -115,7 +122,7 @@ def _plan(loop: ir.Operation, lanes: int) -> _Plan | None:
             if name == "affine.store":
                 if key is None:
                     return None  # the same element every iteration: not a sweep
-                stores += 1
+                stores.append((op.operands[1], key, offset))
             elif key is None:
                 invariant.append(op)
             else:
@@ -133,7 +140,28 @@ def _plan(loop: ir.Operation, lanes: int) -> _Plan | None:
             return None
     if not stores or not any(row.shifted(lanes) for row in rows.values()):
         return None
+    if in_place and not _reads_only_own_elements(stores, rows, invariant):
+        return None
     return _Plan(rows, load_rows, invariant)
+
+
+def _reads_only_own_elements(
+    stores: list[tuple[ir.Value, RowKey, int]],
+    rows: dict[RowKey, _Row],
+    invariant: list[ir.Operation],
+) -> bool:
+    """Whether every array the body writes is written at one element per iteration (one row,
+    one offset) and read, through it or anything that may alias it, only at that element."""
+    for memref, key, offset in stores:
+        for other, other_key, other_offset in stores:
+            if may_alias(memref, other) and (other_key, other_offset) != (key, offset):
+                return False
+        for row_key, row in rows.items():
+            if may_alias(memref, row.memref) and (row_key, row.offsets) != (key, {offset}):
+                return False
+        if any(may_alias(memref, load.operands[0]) for load in invariant):
+            return False
+    return True
 
 
 def _scalar(type_: ir.Type) -> bool:
@@ -171,6 +199,42 @@ def shifted_middle_loop(
         scf.YieldOp([])
     with ir.InsertionPoint(guard.else_block):
         whole = scf.ForOp(start, stop, one)
+        copy_body(loop, whole)
+        scf.YieldOp([])
+    return True
+
+
+def shifted_in_place_loop(
+    loop: ir.Operation,
+    start: ir.Value,
+    end: ir.Value,
+    lanes: int,
+    copy_body: Callable[[ir.Operation, scf.ForOp], None],
+) -> bool:
+    """At the insertion point: `loop`'s iterations `[start, end)` (`start` where the store is
+    aligned) as the register loop over their whole vectors and a scalar loop for the rest,
+    where `loop` reads and writes its arrays in place as `_plan(in_place=True)` allows, and
+    the range holds at least `MIN_SHIFTED_VECTORS` vectors (else one scalar loop); returns
+    False, emitting nothing, where the plan does not apply."""
+    plan = _plan(loop, lanes, in_place=True)
+    if plan is None:
+        return False
+    index = ir.IndexType.get()
+    one = arith.constant(index, 1)
+    width = arith.constant(index, lanes)
+    count = arith.subi(end, start)
+    enough = arith.cmpi(
+        arith.CmpIPredicate.sge, count, arith.constant(index, MIN_SHIFTED_VECTORS * lanes)
+    )
+    guard = scf.IfOp(enough, [], has_else=True)
+    with ir.InsertionPoint(guard.then_block):
+        stop = arith.subi(end, arith.remui(count, width))  # past the last whole vector
+        _register_loop(loop, plan, start, arith.subi(stop, width), lanes)
+        rest = scf.ForOp(stop, end, one)
+        copy_body(loop, rest)
+        scf.YieldOp([])
+    with ir.InsertionPoint(guard.else_block):
+        whole = scf.ForOp(start, end, one)
         copy_body(loop, whole)
         scf.YieldOp([])
     return True

@@ -16,7 +16,9 @@ loop in it) and offset(lb) the store's element offset at that bound. Two shapes:
 - the body reads no array it writes (an out-of-place sweep, `_repeatable`), so running an
   iteration twice changes nothing: where the loop runs at least V iterations, one whole vector
   from the start, whole vectors from the aligned start, one whole vector ending at the end
-  (the three overlap; no scalar iteration is left); else the loop as it was;
+  (the three overlap; no scalar iteration is left); else the loop as it was. The aligned
+  middle takes the rows it reads around its element from registers where it can
+  (`register_shifts.py`);
 - otherwise (an in-place update): the iterations before the aligned start in an `scf.for` of
   their own (fewer than V), then the loop from the aligned start.
 Either way each iteration's last run comes in the loop's order, so this is correct for any
@@ -46,7 +48,7 @@ from polyflow.ir.aliasing import may_alias
 from polyflow.ir.functions import enclosing_function_name, source_names
 from polyflow.ir.remarks import attach_remarks, remark_at
 
-from .register_shifts import shifted_middle_loop
+from .register_shifts import shifted_in_place_loop, shifted_middle_loop
 
 # A loop known to run fewer than this many vectors gains less from the alignment than its
 # extra loop costs.
@@ -248,6 +250,9 @@ def _split(loop: ir.Operation, plan: _Plan, base: ir.Value) -> bool:
         if not _repeatable(loop):
             prologue = scf.ForOp(first, arith.minsi(aligned, end), one)
             _copy_body_unaffine(loop, prologue)
+            if shifted_in_place_loop(loop, aligned, end, plan.lanes, _copy_body_unaffine):
+                loop.erase()
+                return True
             _rebound(loop, aligned_map, values, ub_map, ub_operands)
             return False
         # A loop whose iterations may run twice: a whole vector at each end, overlapping the
