@@ -118,6 +118,15 @@ def test_an_update_in_place_of_its_own_element_shifts_the_rows_it_does_not_write
         # in place, the written row read around its element: the prologue-and-aligned-loop
         # shape, vectorized by LLVM
         [("%B[%i, %k]", "%A[%i, %k]")],
+        # a row written at two elements per iteration: vectorized, the later iteration's
+        # first store would not be the last
+        [
+            (
+                "affine.store %9, %B[%i, %k] : memref<100x1000xf64>",
+                "affine.store %9, %B[%i, %k] : memref<100x1000xf64>\n"
+                "      affine.store %8, %B[%i, %k + 1] : memref<100x1000xf64>",
+            )
+        ],
         # in place, a row written that the body reads at another row
         [
             (
@@ -182,6 +191,13 @@ static void chain(int m, const double a[m + 2], double b[m + 2]) {
   for (int k = 1; k <= m; k++)
     b[k] = b[k - 1] * 0.5 + (a[k + 1] - a[k]);
 }
+/* two elements of b written per iteration: stays LLVM's (the next one's first store wins) */
+static void pairs(int m, const double a[m + 2], double b[m + 3]) {
+  for (int k = 1; k <= m; k++) {
+    b[k] = a[k - 1] + a[k + 1];
+    b[k + 1] = a[k] * 0.5;
+  }
+}
 /* the row written one element past the one read */
 static void shift(int m, const double a[m + 2], double b[m + 2]) {
   for (int k = 1; k < m; k++)
@@ -209,6 +225,7 @@ int main(void) {
       update(m, a, b);
       chain(m, a, b);
       update(m, a, b);
+      pairs(m, a, b);
       double sc = 0.0;
       for (int k = 0; k < M; k++) sc += b[k] * (double)(1 + k % 7);
       wide(m, f, g, w);
@@ -230,7 +247,7 @@ def test_rows_at_every_offset_and_length_print_gccs_digits(tmp_path: Path) -> No
     source.write_text(PROGRAMS)
     options = polyflow.Options(opt_level=3, march="native", parallel=False, fp_contract="off")
     built = polyflow.build_program(source, tmp_path / "pf", options=options, cache=None)
-    assert {"blur", "wide", "peaks", "shift", "update", "chain"} <= set(built.compiled)
+    assert {"blur", "wide", "peaks", "shift", "update", "chain", "pairs"} <= set(built.compiled)
     shifted = {r.function for r in built.report.remarks if r.kind == "register-shifts"}
     assert shifted == {"blur", "wide", "peaks", "shift", "update"}
     subprocess.run(

@@ -140,6 +140,12 @@ def _plan(loop: ir.Operation, lanes: int, *, in_place: bool = False) -> _Plan | 
             return None
     if not stores or not any(row.shifted(lanes) for row in rows.values()):
         return None
+    # each array written at one element per iteration: two stores of a row at different
+    # offsets would, vectorized, leave an earlier iteration's value last
+    for memref, key, offset in stores:
+        for other, other_key, other_offset in stores:
+            if may_alias(memref, other) and (other_key, other_offset) != (key, offset):
+                return None
     if in_place and not _reads_only_own_elements(stores, rows, invariant):
         return None
     return _Plan(rows, load_rows, invariant)
@@ -150,12 +156,9 @@ def _reads_only_own_elements(
     rows: dict[RowKey, _Row],
     invariant: list[ir.Operation],
 ) -> bool:
-    """Whether every array the body writes is written at one element per iteration (one row,
-    one offset) and read, through it or anything that may alias it, only at that element."""
+    """Whether every array the body writes (at one element per iteration) is read, through
+    it or anything that may alias it, only at that element."""
     for memref, key, offset in stores:
-        for other, other_key, other_offset in stores:
-            if may_alias(memref, other) and (other_key, other_offset) != (key, offset):
-                return False
         for row_key, row in rows.items():
             if may_alias(memref, row.memref) and (row_key, row.offsets) != (key, {offset}):
                 return False
@@ -176,9 +179,9 @@ def shifted_middle_loop(
     copy_body: Callable[[ir.Operation, scf.ForOp], None],
 ) -> bool:
     """At the insertion point: `loop`'s iterations `[start, stop)` (a multiple of `lanes`,
-    `start` where the store is aligned) as the first vector, the register loop and the last
-    vector, where the plan applies and the range holds at least `MIN_SHIFTED_VECTORS` vectors
-    (else one scalar loop); returns whether the plan applied.
+    `start` where the store is aligned) as the register loop, where the plan applies and the
+    range holds at least `MIN_SHIFTED_VECTORS` vectors (else one scalar loop); a scalar loop
+    where it does not; returns whether the plan applied.
     `copy_body(loop, for_op)` fills a scalar `scf.for` with `loop`'s body."""
     plan = _plan(loop, lanes)
     index = ir.IndexType.get()
