@@ -20,7 +20,8 @@ loop in it) and offset(lb) the store's element offset at that bound. Two shapes:
   middle takes the rows it reads around its element from registers where it can
   (`register_shifts.py`);
 - otherwise (an in-place update): the iterations before the aligned start in an `scf.for` of
-  their own (fewer than V), then the loop from the aligned start.
+  their own (fewer than V), then the loop from the aligned start (`register_shifts.py`'s
+  vectors where the update reads each array it writes only at the element it writes).
 Either way each iteration's last run comes in the loop's order, so this is correct for any
 address, aligned or not. Only static row lengths (all extents but the first known) and loops
 not known to run fewer than `MIN_ALIGNED_VECTORS` vectors (a tile's rows) qualify; a parallel
