@@ -7,7 +7,7 @@ Why: LLVM vectorizes `A[i][j-1] + A[i][j] + A[i][j+1]` as three loads, of which 
 vectors two straddle cache lines whatever the start (one element apart); the core pays twice
 for a split load and has two load ports. From registers it is one aligned load (the middle
 loop starts where the store is aligned, and the rows of a stencil usually share the
-alignment) and two `valignq`s. Measured on a Sapphire Rapids core, jacobi-2d's row (5 points,
+alignment) and two lane permutes (`vpermt2pd`). Measured on a Sapphire Rapids core, jacobi-2d's row (5 points,
 rows 64 x 512 in the L2): 7.9-8.6 -> 6.8-7.2 cycles per vector.
 
 Which loops: the middle `[aligned, stop)` of a loop `_split` found repeatable (no array it
@@ -18,10 +18,9 @@ the shifted rows are not written), whose body is loads and
 stores that move with the loop's variable through the last subscript only (coefficient 1) or
 not at all, and elementwise arithmetic. A row read at offsets `lo <= 0 <= hi` of the
 variable (within a vector) is shifted from registers; any other read is a plain vector load.
-Its first and last vectors load what the loop's own accesses read (unaligned), so that every
-vector the register loop loads lies within the elements the scalar loop touches: the vector
-before its first iteration starts at the aligned start, the vector after its last one ends at
-`stop - 1`. Ranges of fewer than `MIN_SHIFTED_VECTORS` vectors stay one scalar loop.
+The vector before the first iteration and the one after the last are masked loads of only
+the lanes the shifts use, so every element the register loop loads is one the scalar loop
+reads. Ranges of fewer than `MIN_SHIFTED_VECTORS` vectors stay one scalar loop.
 
 Results are the scalar loop's to the bit: each lane computes the same operations on the same
 elements in the same order.
@@ -184,26 +183,11 @@ def shifted_middle_loop(
     where it does not; returns whether the plan applied.
     `copy_body(loop, for_op)` fills a scalar `scf.for` with `loop`'s body."""
     plan = _plan(loop, lanes)
-    index = ir.IndexType.get()
-    one = arith.constant(index, 1)
     if plan is None:
-        middle = scf.ForOp(start, stop, one)
+        middle = scf.ForOp(start, stop, arith.constant(ir.IndexType.get(), 1))
         copy_body(loop, middle)
         return False
-    width = arith.constant(index, lanes)
-    enough = arith.cmpi(
-        arith.CmpIPredicate.sge,
-        arith.subi(stop, start),
-        arith.constant(index, MIN_SHIFTED_VECTORS * lanes),
-    )
-    guard = scf.IfOp(enough, [], has_else=True)
-    with ir.InsertionPoint(guard.then_block):
-        _register_loop(loop, plan, start, arith.subi(stop, width), lanes)
-        scf.YieldOp([])
-    with ir.InsertionPoint(guard.else_block):
-        whole = scf.ForOp(start, stop, one)
-        copy_body(loop, whole)
-        scf.YieldOp([])
+    _guarded_register_loop(loop, plan, start, stop, lanes, copy_body, whole_vectors=True)
     return True
 
 
@@ -222,6 +206,23 @@ def shifted_in_place_loop(
     plan = _plan(loop, lanes, in_place=True)
     if plan is None:
         return False
+    _guarded_register_loop(loop, plan, start, end, lanes, copy_body, whole_vectors=False)
+    return True
+
+
+def _guarded_register_loop(
+    loop: ir.Operation,
+    plan: _Plan,
+    start: ir.Value,
+    end: ir.Value,
+    lanes: int,
+    copy_body: Callable[[ir.Operation, scf.ForOp], None],
+    *,
+    whole_vectors: bool,
+) -> None:
+    """`[start, end)` as the register loop where it holds at least `MIN_SHIFTED_VECTORS`
+    vectors, else as one scalar loop; unless `whole_vectors` (the range is a multiple of
+    `lanes`), the iterations past the last whole vector in a scalar loop after it."""
     index = ir.IndexType.get()
     one = arith.constant(index, 1)
     width = arith.constant(index, lanes)
@@ -231,16 +232,17 @@ def shifted_in_place_loop(
     )
     guard = scf.IfOp(enough, [], has_else=True)
     with ir.InsertionPoint(guard.then_block):
-        stop = arith.subi(end, arith.remui(count, width))  # past the last whole vector
+        # past the last whole vector
+        stop = end if whole_vectors else arith.subi(end, arith.remui(count, width))
         _register_loop(loop, plan, start, arith.subi(stop, width), lanes)
-        rest = scf.ForOp(stop, end, one)
-        copy_body(loop, rest)
+        if not whole_vectors:
+            rest = scf.ForOp(stop, end, one)
+            copy_body(loop, rest)
         scf.YieldOp([])
     with ir.InsertionPoint(guard.else_block):
         whole = scf.ForOp(start, end, one)
         copy_body(loop, whole)
         scf.YieldOp([])
-    return True
 
 
 def _subscripts(op: ir.Operation, iv_value: ir.Value, shift: int) -> list[ir.Value]:
@@ -349,9 +351,12 @@ def _register_loop(
                 continue
             if name == "affine.load":
                 key, offset = plan.load_rows[op]
-                values[op.results[0]] = _from_window(
-                    windows.get(key), offset, lanes
-                ) or load_vector(plan.rows[key], j, offset)
+                window = windows.get(key)
+                values[op.results[0]] = (
+                    load_vector(plan.rows[key], j, offset)
+                    if window is None
+                    else _from_window(window, offset, lanes)
+                )
             elif name == "affine.store":
                 indices = _subscripts(op, j, 0)
                 vector.StoreOp(values[op.operands[0]], op.operands[1], indices)
@@ -377,12 +382,10 @@ def _register_loop(
 
 
 def _from_window(
-    window: tuple[ir.Value | None, ir.Value, ir.Value | None] | None, offset: int, lanes: int
-) -> ir.Value | None:
+    window: tuple[ir.Value | None, ir.Value, ir.Value | None], offset: int, lanes: int
+) -> ir.Value:
     """The vector of a shifted row at `offset` from its window (vector before, at, after the
-    iteration's elements); None for a row that is not shifted."""
-    if window is None:
-        return None
+    iteration's elements)."""
     before, at, after = window
     if offset == 0:
         return at
