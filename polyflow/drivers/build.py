@@ -215,6 +215,7 @@ def build_program(
         only=options.functions,
         external_calls=emit in ("exe", "asm"),
         elide_initializers=True,
+        bind_constant_arguments=True,
     )
     report.timings["frontend"] = time.perf_counter() - start
     report.gradients = sorted(cmod.gradients)

@@ -21,13 +21,20 @@ def c_module(
     only: tuple[str, ...] | None = None,
     external_calls: bool = False,
     elide_initializers: bool = False,
+    bind_constant_arguments: bool = False,
 ) -> CModule:
     """The C frontend's module of `text`: every function it can compile (or those in `only`),
     with calls to the others as external calls where `external_calls` (a build links them);
-    `elide_initializers` leaves large constant tables to cc when they are not compiled."""
+    `elide_initializers` leaves large constant tables to cc when they are not compiled;
+    `bind_constant_arguments` marks the parameters of static functions that every call of the
+    unit passes as one constant (a program's build: no caller outside the unit)."""
     parsed = parse_c(text, filename, options, source_dir, elide_initializers=elide_initializers)
     return emit_c_module(
-        parsed, only=only, external_calls=external_calls, grad=options.grad or ()
+        parsed,
+        only=only,
+        external_calls=external_calls,
+        grad=options.grad or (),
+        bind_constant_arguments=bind_constant_arguments,
     )
 
 

@@ -19,6 +19,7 @@ from polyflow.errors import CompileError, SourcePosition
 from polyflow.frontend import c_analysis as ana
 from polyflow.frontend.c_abi import emit_c_abi_entry
 from polyflow.frontend.c_builtins import is_math_function
+from polyflow.frontend.c_constant_arguments import constant_arguments
 from polyflow.frontend.c_gradient import NotDifferentiable as GradientRefused
 from polyflow.frontend.c_gradient import declare_gradient, gradient_interface
 from polyflow.frontend.c_parse import ParsedC, is_stand_in_header
@@ -36,7 +37,7 @@ from polyflow.frontend.c_types import (
     Void,
 )
 from polyflow.ir.contexts import new_context
-from polyflow.ir.names import TRAMPOLINE_PREFIX
+from polyflow.ir.names import BOUND_VALUE_ATTR, TRAMPOLINE_PREFIX
 from polyflow.options import grad_spec
 
 
@@ -119,6 +120,7 @@ def emit_c_module(
     only: tuple[str, ...] | None = None,
     external_calls: bool = False,
     grad: tuple[str, ...] = (),
+    bind_constant_arguments: bool = False,
 ) -> CModule:
     """Emit every function of the file polyflow can compile (all but `main`, or just `only`).
 
@@ -127,7 +129,10 @@ def emit_c_module(
     calls one that is not compiled is not compiled either. Each function of `grad` (specs
     `f` or `f:a,b`, Options.grad) also gets its gradient declared (c_gradient.py); one that
     cannot is a CompileError at its definition (one the unit does not define is left to the
-    unit that does: the driver checks that some unit did).
+    unit that does: the driver checks that some unit did). With `bind_constant_arguments`,
+    the integer parameters every call of the unit passes as one constant are marked with it
+    (c_constant_arguments.py; not those of a function differentiated: its gradient's callers
+    pass their own).
     """
     scope = FileScope(parsed)
     skipped: dict[str, Unsupported] = {}
@@ -196,6 +201,11 @@ def emit_c_module(
                     emitted,
                     skipped,
                 )
+        if bind_constant_arguments:
+            differentiated = {grad_spec(spec)[0] for spec in grad}
+            for name, bound in constant_arguments(parsed.ast, scope, functions).items():
+                if name in emitted and name not in differentiated:
+                    _mark_bound_arguments(emitted[name].ops[0], bound)
         trampolines: dict[str, CFunction] = {}
         for e in emitted.values():
             trampolines.update(e.external)
@@ -411,6 +421,19 @@ def _emit_one(
     emitted[f.name] = _Emitted(
         [impl] if entry is None else [impl, entry], emitter.called_externally
     )
+
+
+def _mark_bound_arguments(fn: func.FuncOp, bound: dict[int, int]) -> None:
+    """Give argument `k` of `fn` the attribute `BOUND_VALUE_ATTR` = `bound[k]`."""
+    old = ir.ArrayAttr(fn.attributes["arg_attrs"]) if "arg_attrs" in fn.attributes else None
+    attrs = []
+    for k, arg in enumerate(fn.entry_block.arguments):
+        current = ir.DictAttr(old[k]) if old is not None else ir.DictAttr.get({})
+        entries = {current[i].name: current[i].attr for i in range(len(current))}
+        if k in bound:
+            entries[BOUND_VALUE_ATTR] = ir.IntegerAttr.get(arg.type, bound[k])
+        attrs.append(ir.DictAttr.get(entries))
+    fn.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
 
 
 def _declare_trampoline(module: ir.Module, callee: CFunction) -> None:

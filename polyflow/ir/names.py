@@ -69,6 +69,9 @@ UNKNOWN_EXTENT_ATTR = "polyflow.unknown_extent"
 NOALIAS_ATTR = "llvm.noalias"
 # A TC input read through a gather (its subscripts are data).
 GATHER_ATTR = "polyflow.gather"
+# An integer argument that every call passes as this constant (frontend/c_constant_arguments.py);
+# the lowering replaces the argument by it (lowering/bound_arguments.py).
+BOUND_VALUE_ATTR = "polyflow.bound_value"
 
 # ----- marks in isl schedule trees
 WAVEFRONT_MARK = WAVEFRONT_ATTR

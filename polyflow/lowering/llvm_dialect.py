@@ -7,6 +7,7 @@ from mlir.passmanager import PassManager
 
 from polyflow.ir.names import NOALIAS_ATTR
 from polyflow.lowering.alias_scopes import scope_noalias_accesses
+from polyflow.lowering.bound_arguments import bind_constant_arguments
 from polyflow.lowering.carried_values import carry_stored_values
 from polyflow.lowering.float_reductions import deterministic_float_reductions
 from polyflow.lowering.gather_loops import (
@@ -114,8 +115,10 @@ def lower_to_llvm_dialect(
     is known only at run time forks the threads only when it runs at least that many innermost
     iterations (`parallel_threshold.py`; None: always). `vector_bits`: LLVM's vectorizers may
     use vectors that wide in the functions where that pays (`vector_width.py`; None: LLVM's
-    choice everywhere)."""
+    choice everywhere). Arguments the frontend found constant at every call become that
+    constant first (`bound_arguments.py`)."""
     with module.context:
+        bind_constant_arguments(module)
         if vector_bits:
             prefer_vector_width(module, vector_bits)
         call_libm_for_inexact_math(module)

@@ -1,0 +1,113 @@
+"""Parameters that every call in the unit passes one constant: a `static` function called as
+`init_array(1900, 2100, A, x)` from `main` only ever sees `n == 2100`.
+
+gcc inlines or clones such a function and folds the constant (`(i + j) % n` becomes a multiply
+and shifts, bounds become trip counts); polyflow compiles the function apart from `main`, so
+without this the division stays a `idiv` per element (atax's initialization: 3x slower than
+gcc's, and the kernel timed after it slower for it). The lowering binds each such argument
+(`polyflow.lowering.bound_arguments`) after the polyhedral stage, whose schedule stays the
+parametric one.
+
+Only what the unit shows for certain counts: a `static` function (no other unit can call it),
+never named except as the callee of a direct call (no function pointer), an integer parameter
+(not `_Bool`), and every call's argument an integer constant expression of `int` literals whose
+every step stays within `int` (so C's value is the arithmetic's), the same at every call, and
+representable in the parameter's type.
+"""
+
+from __future__ import annotations
+
+from pycparser import c_ast
+
+from polyflow.frontend import c_analysis as ana
+from polyflow.frontend.c_scope import CFunction, FileScope, char_literal, int_literal
+from polyflow.frontend.c_types import INT, Scalar, Unsupported
+
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
+def constant_arguments(
+    ast: c_ast.FileAST, scope: FileScope, functions: dict[str, CFunction]
+) -> dict[str, dict[int, int]]:
+    """For each function of `functions` that qualifies (module docstring), its parameters
+    (by position) that every call of the unit passes as one integer constant, with that value."""
+    candidates = {
+        name
+        for name, f in functions.items()
+        if "static" in (f.node.decl.storage or []) and not f.unpacked
+    }
+    calls: dict[str, list[c_ast.FuncCall]] = {name: [] for name in candidates}
+    callee_ids: set[int] = set()
+    for node in ana.walk(ast):
+        if isinstance(node, c_ast.FuncCall) and isinstance(node.name, c_ast.ID):
+            callee_ids.add(id(node.name))
+            if node.name.name in calls:
+                calls[node.name.name].append(node)
+    for node in ana.walk(ast):  # a name used as a value (a function pointer): any caller
+        if isinstance(node, c_ast.ID) and node.name in calls and id(node) not in callee_ids:
+            calls.pop(node.name)
+    found: dict[str, dict[int, int]] = {}
+    for name, sites in calls.items():
+        params = functions[name].params
+        bound: dict[int, int] = {}
+        for k, (_, ptype) in enumerate(params):
+            if not isinstance(ptype, Scalar) or not ptype.is_int or ptype.boolean or not sites:
+                continue
+            values = {_call_argument(site, k, len(params), scope) for site in sites}
+            value = values.pop() if len(values) == 1 else None
+            if value is not None and _representable(value, ptype):
+                bound[k] = value
+        if bound:
+            found[name] = bound
+    return found
+
+
+def _call_argument(site: c_ast.FuncCall, k: int, n_params: int, scope: FileScope) -> int | None:
+    args = site.args.exprs if site.args is not None else []
+    if len(args) != n_params:
+        return None
+    return int_constant(args[k], scope)
+
+
+def int_constant(node: c_ast.Node, scope: FileScope) -> int | None:
+    """The value of `node` if it is an integer constant expression that C evaluates in `int`
+    without overflow (literals without suffix, enumerators, `+ - * / %`); else None."""
+    value: int | None
+    if isinstance(node, c_ast.Constant):
+        if node.type == "char":
+            value = char_literal(node.value)
+        elif node.type == "int":
+            try:
+                value, literal_type = int_literal(node.value, node)
+            except Unsupported:
+                return None
+            if literal_type != INT:  # 0xffffffff is unsigned: its arithmetic wraps
+                return None
+        else:
+            return None
+    elif isinstance(node, c_ast.ID):
+        value = scope.enums.get(node.name)
+    elif isinstance(node, c_ast.UnaryOp) and node.op in ("-", "+"):
+        inner = int_constant(node.expr, scope)
+        value = None if inner is None else (-inner if node.op == "-" else inner)
+    elif isinstance(node, c_ast.BinaryOp) and node.op in ("+", "-", "*", "/", "%"):
+        a, b = int_constant(node.left, scope), int_constant(node.right, scope)
+        if a is None or b is None or (node.op in ("/", "%") and b == 0):
+            return None
+        quotient = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
+        value = {
+            "+": a + b,
+            "-": a - b,
+            "*": a * b,
+            "/": quotient,  # C truncates toward zero
+            "%": a - quotient * b,
+        }[node.op]
+    else:
+        return None
+    return value if value is not None and _INT_MIN <= value <= _INT_MAX else None
+
+
+def _representable(value: int, t: Scalar) -> bool:
+    """Whether `t` holds `value` and its bits read signed are `value` (the attribute's form)."""
+    low = -(2 ** (t.bits - 1)) if t.signed else 0
+    return low <= value < 2 ** (t.bits - 1)
