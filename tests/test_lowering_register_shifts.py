@@ -112,6 +112,60 @@ def test_an_update_in_place_of_its_own_element_shifts_the_rows_it_does_not_write
     assert text.count("scf.for") == 4  # prologue, register loop, rest, short rows
 
 
+# two rows jammed into one loop (schedule/row_jam.py): rows i and i+1 of B, each from A's rows
+# around it, A's row i+1 the centre of one and a neighbour of the other
+JAMMED = """
+func.func @rows(%A: memref<100x1000xf64>, %B: memref<100x1000xf64>, %n: index) {
+  %c = arith.constant 2.000000e-01 : f64
+  affine.for %i = 1 to 97 step 2 {
+    affine.for %k = 1 to %n {
+      %0 = affine.load %A[%i, %k - 1] : memref<100x1000xf64>
+      %1 = affine.load %A[%i, %k + 1] : memref<100x1000xf64>
+      %2 = affine.load %A[%i + 1, %k] : memref<100x1000xf64>
+      %3 = arith.addf %0, %1 : f64
+      %4 = arith.addf %3, %2 : f64
+      %5 = arith.mulf %4, %c : f64
+      affine.store %5, %B[%i, %k] : memref<100x1000xf64>
+      %6 = affine.load %A[%i + 1, %k - 1] : memref<100x1000xf64>
+      %7 = affine.load %A[%i + 1, %k + 1] : memref<100x1000xf64>
+      %8 = affine.load %A[%i, %k] : memref<100x1000xf64>
+      %9 = arith.addf %6, %7 : f64
+      %10 = arith.addf %9, %8 : f64
+      %11 = arith.addf %10, %2 : f64
+      affine.store %11, %B[%i + 1, %k] : memref<100x1000xf64>
+    }
+  }
+  return
+}
+"""
+
+
+def test_jammed_rows_share_the_rows_they_both_read() -> None:
+    text = _aligned(JAMMED)
+    body = _register_loop(text)
+    # A's rows i and i+1, each loaded once per vector (the centre of one row, the neighbour of
+    # the other), the neighbours shifted; both rows of B stored
+    assert body.count("vector.load") == 2
+    assert len(re.findall(r"vector\.shuffle", body)) == 4
+    assert body.count("vector.store") == 2
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # the second row's element moves with another value: at run time it may be the first
+        # row's element of another iteration
+        ("affine.store %11, %B[%i + 1, %k]", "affine.store %11, %B[%i + 1, %k + %i]"),
+        # the second row one element further along: vectorized, an earlier iteration's store
+        # would land after a later one's
+        ("affine.store %11, %B[%i + 1, %k]", "affine.store %11, %B[%i + 1, %k + 1]"),
+    ],
+)
+def test_jammed_stores_that_may_meet_across_iterations_keep_llvms_path(old: str, new: str) -> None:
+    assert old in JAMMED
+    assert "vector." not in _aligned(JAMMED.replace(old, new))
+
+
 @pytest.mark.parametrize(
     "changes",
     [
@@ -166,6 +220,7 @@ PROGRAMS = r"""
 double buf_a[M + 16], buf_b[M + 16], buf_w[4];
 float buf_f[M + 32], buf_g[M + 32];
 int buf_i[M + 16], buf_j[M + 16];
+double rows_a[3][M + 16], rows_b[2][M + 16];
 /* three points, a row read at j-1, j, j+1 */
 static void blur(int m, const double a[m + 2], double b[m + 2]) {
   for (int k = 1; k <= m; k++)
@@ -203,6 +258,20 @@ static void shift(int m, const double a[m + 2], double b[m + 2]) {
   for (int k = 1; k < m; k++)
     b[k + 1] = a[k] * 0.5 - a[k - 1] * 0.25;
 }
+/* two rows in one loop (jammed): rows 0 and 1 of b from a's rows around them */
+static void two_rows(int m, int s, double a[3][M + 16], double b[2][M + 16]) {
+  for (int k = s + 1; k <= s + m; k++) {
+    b[0][k] = a[0][k] * 0.5 + a[1][k - 1] - a[1][k + 1];
+    b[1][k] = a[1][k] * 0.25 + a[2][k - 1] - a[2][k + 1] + a[0][k];
+  }
+}
+/* two rows updated in place, each at its own element */
+static void two_updates(int m, int s, double a[3][M + 16], double b[2][M + 16]) {
+  for (int k = s + 1; k <= s + m; k++) {
+    b[0][k] = b[0][k] - 0.5 * (a[0][k + 1] - a[0][k - 1]);
+    b[1][k] = b[1][k] * 0.75 - 0.5 * (a[2][k + 1] - a[2][k - 1]);
+  }
+}
 int main(void) {
   for (int s = 0; s < 8; s++) {
     for (int m = 1; m <= M - 8; m += (m < 40 ? 1 : 13)) {
@@ -234,7 +303,16 @@ int main(void) {
       peaks(m, x, y);
       long sy = 0;
       for (int k = 0; k < M; k++) sy += (long)y[k] * (1 + k % 4);
-      printf("%d %d %.17g %.17g %.17g %ld\n", s, m, sb, sc, sf, sy);
+      for (int r = 0; r < 3; r++)
+        for (int k = 0; k < M + 16; k++) rows_a[r][k] = (double)((k * 11 + r * 5 + s) % 29) / 5.0;
+      for (int r = 0; r < 2; r++)
+        for (int k = 0; k < M + 16; k++) rows_b[r][k] = (double)r - 0.5;
+      two_rows(m, s, rows_a, rows_b);
+      two_updates(m, s, rows_a, rows_b);
+      double sr = 0.0;
+      for (int r = 0; r < 2; r++)
+        for (int k = 0; k < M + 16; k++) sr += rows_b[r][k] * (double)(1 + (k + r) % 6);
+      printf("%d %d %.17g %.17g %.17g %ld %.17g\n", s, m, sb, sc, sf, sy, sr);
     }
   }
   return 0;
@@ -247,9 +325,10 @@ def test_rows_at_every_offset_and_length_print_gccs_digits(tmp_path: Path) -> No
     source.write_text(PROGRAMS)
     options = polyflow.Options(opt_level=3, march="native", parallel=False, fp_contract="off")
     built = polyflow.build_program(source, tmp_path / "pf", options=options, cache=None)
-    assert {"blur", "wide", "peaks", "shift", "update", "chain", "pairs"} <= set(built.compiled)
+    kernels = {"blur", "wide", "peaks", "shift", "update", "chain", "pairs", "two_rows"}
+    assert kernels | {"two_updates"} <= set(built.compiled)
     shifted = {r.function for r in built.report.remarks if r.kind == "register-shifts"}
-    assert shifted == {"blur", "wide", "peaks", "shift", "update"}
+    assert shifted == {"blur", "wide", "peaks", "shift", "update", "two_rows", "two_updates"}
     subprocess.run(
         ["gcc", "-O2", "-ffp-contract=off", str(source), "-o", str(tmp_path / "ref")], check=True
     )

@@ -139,15 +139,28 @@ def _plan(loop: ir.Operation, lanes: int, *, in_place: bool = False) -> _Plan | 
             return None
     if not stores or not any(row.shifted(lanes) for row in rows.values()):
         return None
-    # each array written at one element per iteration: two stores of a row at different
-    # offsets would, vectorized, leave an earlier iteration's value last
+    # each array written at one element per iteration per row: two stores of a row at
+    # different offsets would, vectorized, leave an earlier iteration's value last. Rows of
+    # one array that differ only in their outer subscripts (jammed rows, row_jam.py), stored
+    # at one offset, keep each element's order: where two turn out to be one row, it is the
+    # same element in the same iteration, and both orders write the later store's value last.
     for memref, key, offset in stores:
         for other, other_key, other_offset in stores:
-            if may_alias(memref, other) and (other_key, other_offset) != (key, offset):
+            if may_alias(memref, other) and not _same_element_or_row_apart(
+                (key, offset), (other_key, other_offset)
+            ):
                 return None
     if in_place and not _reads_only_own_elements(stores, rows, invariant):
         return None
     return _Plan(rows, load_rows, invariant)
+
+
+def _same_element_or_row_apart(a: tuple[RowKey, int], b: tuple[RowKey, int]) -> bool:
+    """Whether stores at `a` and `b` (row, offset) write one element in one iteration or not
+    at all: the same row and offset, or one array at one offset along rows whose last
+    subscripts move alike (they differ in the outer subscripts only)."""
+    (key_a, offset_a), (key_b, offset_b) = a, b
+    return offset_a == offset_b and key_a[0] == key_b[0] and key_a[2] == key_b[2]
 
 
 def _reads_only_own_elements(
@@ -157,9 +170,12 @@ def _reads_only_own_elements(
 ) -> bool:
     """Whether every array the body writes (at one element per iteration) is read, through
     it or anything that may alias it, only at that element."""
-    for memref, key, offset in stores:
+    own = {(key, offset) for _, key, offset in stores}
+    for memref, _, _ in stores:
         for row_key, row in rows.items():
-            if may_alias(memref, row.memref) and (row_key, row.offsets) != (key, {offset}):
+            if may_alias(memref, row.memref) and not (
+                len(row.offsets) == 1 and (row_key, *row.offsets) in own
+            ):
                 return False
         if any(may_alias(memref, load.operands[0]) for load in invariant):
             return False
