@@ -112,7 +112,7 @@ def test_an_update_in_place_of_its_own_element_shifts_the_rows_it_does_not_write
     assert text.count("scf.for") == 4  # prologue, register loop, rest, short rows
 
 
-# two rows jammed into one loop (schedule/row_jam.py): rows i and i+1 of B, each from A's rows
+# two rows unrolled and jammed into one loop: rows i and i+1 of B, each from A's rows
 # around it, A's row i+1 the centre of one and a neighbour of the other
 JAMMED = """
 func.func @rows(%A: memref<100x1000xf64>, %B: memref<100x1000xf64>, %n: index) {

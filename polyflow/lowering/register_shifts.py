@@ -141,9 +141,10 @@ def _plan(loop: ir.Operation, lanes: int, *, in_place: bool = False) -> _Plan | 
         return None
     # each array written at one element per iteration per row: two stores of a row at
     # different offsets would, vectorized, leave an earlier iteration's value last. Rows of
-    # one array that differ only in their outer subscripts (jammed rows, row_jam.py), stored
-    # at one offset, keep each element's order: where two turn out to be one row, it is the
-    # same element in the same iteration, and both orders write the later store's value last.
+    # one array that differ only in their outer subscripts (rows unrolled and jammed into one
+    # loop), stored at one offset, keep each element's order: where two turn out to be one
+    # row, it is the same element in the same iteration, and both orders write the later
+    # store's value last.
     for memref, key, offset in stores:
         for other, other_key, other_offset in stores:
             if may_alias(memref, other) and not _same_element_or_row_apart(
