@@ -294,7 +294,8 @@ class Options(BaseModel):
     wavefront_block: int = Field(
         default=2,
         ge=1,
-        description="tiles per dimension of the blocks a wavefront runs in parallel",
+        description="tiles per dimension of the blocks a wavefront runs in parallel (along "
+        "the parallel loop of a 3-D stencil, whose rows stay whole, single tiles)",
         json_schema_extra=_POLYHEDRAL,
     )
     isl_max_operations: int = Field(

@@ -125,9 +125,10 @@ def test_cli_emit_stages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     inc = f"-I{tmp_path / 'inc'}"
     assert main(["build", str(src), "--emit=mlir", inc]) == 0
     mlir = capsys.readouterr().out
+    # main calls kernel(4, ...) only: the frontend marks n bound to 4 (bound_arguments.py)
     assert (
-        "func.func private @kernel(%arg0: i32, %arg1: memref<?xf64> {polyflow.unknown_extent})"
-        in mlir
+        "func.func private @kernel(%arg0: i32 {polyflow.bound_value = 4 : i32}, "
+        "%arg1: memref<?xf64> {polyflow.unknown_extent})" in mlir
     )
     assert "scf.for" in mlir and "memref.load" in mlir
     assert main(["build", str(src), "--emit=llvm", "-o", str(tmp_path / "k.ll"), inc]) == 0

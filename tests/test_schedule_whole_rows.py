@@ -144,6 +144,24 @@ def test_the_report_names_the_tiles_and_the_whole_rows(
     assert any("time tiled, skewed, innermost loop untiled (whole rows)" in m for m in messages)
 
 
+@pytest.mark.parametrize("block", [2, 3])
+def test_the_wavefront_shares_out_single_tiles_along_its_parallel_loop(
+    tmp_path: Path, block: int
+) -> None:
+    # A block of `block` tiles along the parallel loop put 5 blocks on a wavefront of heat-3d
+    # at LARGE; the tiles along the next loop, which run in order inside each, stay in blocks.
+    src = tmp_path / "heat.c"
+    src.write_text(PROGRAMS["heat"])
+    out = tmp_path / "heat.schedule"
+    options = Options(opt_level=3, wavefront_block=block)
+    polyflow.build_program(src, out, options=options, emit="schedule")
+    tree = out.read_text().split("# function heat")[1]
+    size = MAX_WHOLE_ROW_TILE
+    wave = f"S0[i0, i1, i2, i3] -> [(floor((i0)/{size}) + floor((2i0 + i1)/{size}))]"
+    assert wave in tree
+    assert f"(2i0 + i2 - (2i0 + i2) mod {size * block})" in tree
+
+
 @pytest.mark.parametrize(
     ("options", "why"),
     [
