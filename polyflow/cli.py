@@ -621,7 +621,8 @@ def _build_program_of_units(args: argparse.Namespace, options: Any) -> int:
 
 def _print_report(report: BuildReport, remarks: bool) -> None:
     """On stderr (so that `-o -` output stays clean): the raising table where it was asked for,
-    and with `remarks` the notes and what scheduling, differentiation and GPU mapping did."""
+    and with `remarks` the notes and what the frontend bound, scheduling, differentiation and
+    GPU mapping did."""
     if report.raising is not None:
         print(report.raising.format(), file=sys.stderr)
     if remarks:
@@ -629,7 +630,7 @@ def _print_report(report: BuildReport, remarks: bool) -> None:
             print(f"note: {note}", file=sys.stderr)
         facts = [
             remark
-            for stage in ("grad", "schedule", "gpu", "lowering")
+            for stage in ("frontend", "grad", "schedule", "gpu", "lowering")
             for remark in report.report.select(stage=stage, severity="remark")
         ]
         if facts:

@@ -11,7 +11,8 @@ facts as JSON values: tile sizes, reduction kinds, ...). Beside them: the isl sc
 each rescheduled function and the time of each step.
 
 The kinds stages emit today (`data` keys in parentheses):
-  frontend  left-to-cc (reason), not-compiled (the service: reason)
+  frontend  left-to-cc (reason), not-compiled (the service: reason), pragma, constant-argument
+            (arguments: a static function's parameters every call passes as one constant)
   raising   not-raised (function), loop (raised: bool, construct, reason, reductions),
             unraised (an if or access left unraised)
   schedule  not-scheduled, source-order, untiled, unfused, rescheduled, tiled (sizes,

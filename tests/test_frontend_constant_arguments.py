@@ -140,7 +140,12 @@ def test_bound_arguments_fold_in_the_lowered_code(tmp_path: Path) -> None:
     source = tmp_path / "p.c"
     source.write_text(PROGRAM.replace("init(M - 2, N - 3, A, B);", ""))
     llvm = tmp_path / "p.ll"
-    polyflow.build_program(source, llvm, emit="llvm", cache=None)
+    built = polyflow.build_program(source, llvm, emit="llvm", cache=None)
+    said = {r.function: r for r in built.report.select(kind="constant-argument")}
+    assert sorted(said) == ["init", "sum"]
+    assert said["init"].data == {"arguments": {"m": 37, "n": 45}}
+    assert said["init"].message.startswith("every call passes m = 37, n = 45: compiled with")
+    assert said["init"].position is not None and said["init"].position.line == 5
     text = llvm.read_text()
     # `% n` by the constant 45: no division by a value left (without the binding: `srem i32
     # %x, %n` per element)
@@ -156,8 +161,10 @@ def test_a_parameter_calls_disagree_on_stays_a_division(tmp_path: Path) -> None:
     source = tmp_path / "p.c"
     source.write_text(PROGRAM)
     llvm = tmp_path / "p.ll"
-    polyflow.build_program(source, llvm, emit="llvm", cache=None)
+    built = polyflow.build_program(source, llvm, emit="llvm", cache=None)
     assert re.search(VARIABLE_DIVISION, llvm.read_text())
+    said = {r.function for r in built.report.select(kind="constant-argument")}
+    assert said == {"sum"}  # init is called with two sizes
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -226,6 +226,23 @@ def build_program(
         report.warn("macro-redefined", message, at)
     for name, at, message in cmod.notes:
         report.report.add(Remark("frontend", "pragma", "note", message, name, at))
+    for name, values in cmod.bound_arguments.items():
+        coord = cmod.scope.defs[name].decl.coord
+        listed = ", ".join(f"{param} = {value}" for param, value in values.items())
+        report.report.add(
+            Remark(
+                "frontend",
+                "constant-argument",
+                "remark",
+                f"every call passes {listed}: compiled with that constant (scheduled for any)"
+                if len(values) == 1
+                else f"every call passes {listed}: compiled with those constants (scheduled "
+                "for any)",
+                name,
+                SourcePosition(coord.file, coord.line, coord.column or 0),
+                {"arguments": dict(values)},
+            )
+        )
     for name in cmod.skipped:
         position, reason = cmod.why_skipped(name)
         report.leave_to_cc(name, position or SourcePosition(filename, 0, 0), reason)

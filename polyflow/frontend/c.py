@@ -59,6 +59,9 @@ class CModule:
     notes: list[tuple[str, SourcePosition, str]] = field(default_factory=list)
     # the C interface of each gradient asked for (`f_grad`, c_gradient.py), by function
     gradients: dict[str, CFunction] = field(default_factory=dict)
+    # the parameters marked bound to a constant (bind_constant_arguments), by function: name ->
+    # value
+    bound_arguments: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def context(self) -> ir.Context:
@@ -201,11 +204,14 @@ def emit_c_module(
                     emitted,
                     skipped,
                 )
+        bound_arguments: dict[str, dict[str, int]] = {}
         if bind_constant_arguments:
             differentiated = {grad_spec(spec)[0] for spec in grad}
             for name, bound in constant_arguments(parsed.ast, scope, functions).items():
                 if name in emitted and name not in differentiated:
                     _mark_bound_arguments(emitted[name].ops[0], bound)
+                    params = functions[name].params
+                    bound_arguments[name] = {params[k][0]: v for k, v in sorted(bound.items())}
         trampolines: dict[str, CFunction] = {}
         for e in emitted.values():
             trampolines.update(e.external)
@@ -232,6 +238,7 @@ def emit_c_module(
         warnings=list(parsed.warnings),
         notes=[note for note in pragma_notes if note[0] in compiled],
         gradients=gradients,
+        bound_arguments={n: b for n, b in bound_arguments.items() if n in compiled},
     )
 
 
