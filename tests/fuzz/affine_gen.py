@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 import random
 import sys
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -200,6 +201,7 @@ class Kernel:
 class Gen:
     def __init__(self, seed: int | str, *, exact_reductions: bool) -> None:
         self.rng = random.Random(seed)
+        self.static_kernels = zlib.crc32(str(seed).encode()) % 2 == 0
         self.exact = exact_reductions
         self.arrays: list[Array] = []
         self.kernels: list[Kernel] = []
@@ -872,7 +874,11 @@ class Gen:
                 src = k.dimsrc[a.name] if a.kind == "vla" else [None] * a.ndim
                 dims = "".join(f"[{self.dim_expr(a, d, src[d])}]" for d in range(a.ndim))
                 sig.append(f"{a.elem} {a.name}{dims}")
-        out = [f"{k.ret or 'void'} {k.name}({', '.join(sig)}) {{"]
+        # every other program's kernels are static: main's constant arguments are then bound
+        # (frontend/c_constant_arguments.py); chosen without drawing from rng, so that the
+        # programs are otherwise those of earlier versions
+        storage = "static " if self.static_kernels else ""
+        out = [f"{storage}{k.ret or 'void'} {k.name}({', '.join(sig)}) {{"]
         for n in k.body:
             out += n.lines("  ")
         out.append("}")
