@@ -72,6 +72,8 @@ def _program(params: str, calls: str, *, storage: str = "static") -> str:
         ("_Bool n", "f(1, a);", {}),
         ("double x", "f(2, a);", {}),
         ("int n", "void (*p)(int, double *) = f; f(2, a); p(3, a);", {}),  # address taken
+        # a local variable hides the enumerator
+        ("int n", "{ int SIZE = 3; f(SIZE, a); }", {}),
     ],
 )
 def test_the_parameters_every_call_passes_as_one_constant(
@@ -87,6 +89,13 @@ def test_only_static_functions_and_only_when_asked() -> None:
     assert _bound(_program("int n", calls, storage="")) == {}
     # the JIT (polyflow.compile_c) calls a unit's functions with its own arguments
     assert _bound(_program("int n", calls), bind=False) == {}
+
+
+def test_an_enumerator_defined_twice_means_nothing_certain() -> None:
+    source = _program("int n", "f(SIZE, a);").replace(
+        "int main(void) {", "int main(void) {\n  enum { SIZE = 4 };"
+    )
+    assert _bound(source) == {}
 
 
 def test_calls_from_compiled_functions_count() -> None:

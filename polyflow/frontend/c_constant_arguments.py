@@ -1,4 +1,4 @@
-"""Parameters that every call in the unit passes one constant: a `static` function called as
+"""Parameters that every call in the unit passes as one constant: a `static` function called as
 `init_array(1900, 2100, A, x)` from `main` only ever sees `n == 2100`.
 
 gcc inlines or clones such a function and folds the constant (`(i + j) % n` becomes a multiply
@@ -46,6 +46,7 @@ def constant_arguments(
     for node in ana.walk(ast):  # a name used as a value (a function pointer): any caller
         if isinstance(node, c_ast.ID) and node.name in calls and id(node) not in callee_ids:
             calls.pop(node.name)
+    enums = _unambiguous_enumerators(ast, scope)
     found: dict[str, dict[int, int]] = {}
     for name, sites in calls.items():
         params = functions[name].params
@@ -53,7 +54,7 @@ def constant_arguments(
         for k, (_, ptype) in enumerate(params):
             if not isinstance(ptype, Scalar) or not ptype.is_int or ptype.boolean or not sites:
                 continue
-            values = {_call_argument(site, k, len(params), scope) for site in sites}
+            values = {_call_argument(site, k, len(params), enums) for site in sites}
             value = values.pop() if len(values) == 1 else None
             if value is not None and _representable(value, ptype):
                 bound[k] = value
@@ -62,16 +63,36 @@ def constant_arguments(
     return found
 
 
-def _call_argument(site: c_ast.FuncCall, k: int, n_params: int, scope: FileScope) -> int | None:
+def _unambiguous_enumerators(ast: c_ast.FileAST, scope: FileScope) -> dict[str, int]:
+    """The enumerators whose name means one value wherever it is used: defined once, and no
+    variable or parameter of the unit has that name (one could hide it at a call)."""
+    defined: dict[str, int] = {}
+    declared: set[str] = set()
+    for node in ana.walk(ast):
+        if isinstance(node, c_ast.Enumerator):
+            defined[node.name] = defined.get(node.name, 0) + 1
+        elif isinstance(node, c_ast.Decl) and node.name:
+            declared.add(node.name)
+    return {
+        name: value
+        for name, value in scope.enums.items()
+        if defined.get(name) == 1 and name not in declared
+    }
+
+
+def _call_argument(
+    site: c_ast.FuncCall, k: int, n_params: int, enums: dict[str, int]
+) -> int | None:
     args = site.args.exprs if site.args is not None else []
     if len(args) != n_params:
         return None
-    return int_constant(args[k], scope)
+    return int_constant(args[k], enums)
 
 
-def int_constant(node: c_ast.Node, scope: FileScope) -> int | None:
+def int_constant(node: c_ast.Node, enums: dict[str, int]) -> int | None:
     """The value of `node` if it is an integer constant expression that C evaluates in `int`
-    without overflow (literals without suffix, enumerators, `+ - * / %`); else None."""
+    without overflow (literals without suffix, the enumerators `enums`, `+ - * / %`); else
+    None."""
     value: int | None
     if isinstance(node, c_ast.Constant):
         if node.type == "char":
@@ -86,12 +107,12 @@ def int_constant(node: c_ast.Node, scope: FileScope) -> int | None:
         else:
             return None
     elif isinstance(node, c_ast.ID):
-        value = scope.enums.get(node.name)
+        value = enums.get(node.name)
     elif isinstance(node, c_ast.UnaryOp) and node.op in ("-", "+"):
-        inner = int_constant(node.expr, scope)
+        inner = int_constant(node.expr, enums)
         value = None if inner is None else (-inner if node.op == "-" else inner)
     elif isinstance(node, c_ast.BinaryOp) and node.op in ("+", "-", "*", "/", "%"):
-        a, b = int_constant(node.left, scope), int_constant(node.right, scope)
+        a, b = int_constant(node.left, enums), int_constant(node.right, enums)
         if a is None or b is None or (node.op in ("/", "%") and b == 0):
             return None
         quotient = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
