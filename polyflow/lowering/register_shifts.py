@@ -171,6 +171,7 @@ def _reads_only_own_elements(
 ) -> bool:
     """Whether every array the body writes (at one element per iteration) is read, through
     it or anything that may alias it, only at that element."""
+    # (the stores of arrays that may alias each other are of one array: `_plan` checked)
     own = {(key, offset) for _, key, offset in stores}
     for memref, _, _ in stores:
         for row_key, row in rows.items():
