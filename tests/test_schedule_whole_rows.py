@@ -148,8 +148,9 @@ def test_the_report_names_the_tiles_and_the_whole_rows(
 def test_the_wavefront_shares_out_single_tiles_along_its_parallel_loop(
     tmp_path: Path, block: int
 ) -> None:
-    # A block of `block` tiles along the parallel loop put 5 blocks on a wavefront of heat-3d
-    # at LARGE; the tiles along the next loop, which run in order inside each, stay in blocks.
+    # Single tiles along the parallel loop (heat-3d LARGE ran faster on 2 threads so than in
+    # blocks of 2; tiling.py says how it was measured); along the next loop, whose tiles run in
+    # order inside each, blocks of `block` tiles as for every wavefront.
     src = tmp_path / "heat.c"
     src.write_text(PROGRAMS["heat"])
     out = tmp_path / "heat.schedule"
