@@ -37,6 +37,7 @@ from polyflow.frontend.c_types import (
     Void,
 )
 from polyflow.ir.contexts import new_context
+from polyflow.ir.functions import argument_attributes, set_argument_attributes
 from polyflow.ir.names import BOUND_VALUE_ATTR, TRAMPOLINE_PREFIX
 from polyflow.options import grad_spec
 
@@ -432,15 +433,11 @@ def _emit_one(
 
 def _mark_bound_arguments(fn: func.FuncOp, bound: dict[int, int]) -> None:
     """Give argument `k` of `fn` the attribute `BOUND_VALUE_ATTR` = `bound[k]`."""
-    old = ir.ArrayAttr(fn.attributes["arg_attrs"]) if "arg_attrs" in fn.attributes else None
-    attrs = []
-    for k, arg in enumerate(fn.entry_block.arguments):
-        current = ir.DictAttr(old[k]) if old is not None else ir.DictAttr.get({})
-        entries = {current[i].name: current[i].attr for i in range(len(current))}
-        if k in bound:
-            entries[BOUND_VALUE_ATTR] = ir.IntegerAttr.get(arg.type, bound[k])
-        attrs.append(ir.DictAttr.get(entries))
-    fn.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+    attrs = argument_attributes(fn.operation)
+    arguments = fn.entry_block.arguments
+    for k, value in bound.items():
+        attrs[k][BOUND_VALUE_ATTR] = ir.IntegerAttr.get(arguments[k].type, value)
+    set_argument_attributes(fn.operation, attrs)
 
 
 def _declare_trampoline(module: ir.Module, callee: CFunction) -> None:

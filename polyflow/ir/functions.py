@@ -118,6 +118,22 @@ def source_names(module: ir.Module) -> dict[str, str]:
     return out
 
 
+def argument_attributes(fn: ir.Operation) -> list[dict[str, ir.Attribute]]:
+    """The attributes of each argument of function `fn` (`func.func` or `llvm.func`), by name;
+    `set_argument_attributes` writes them back."""
+    old = ir.ArrayAttr(fn.attributes["arg_attrs"]) if "arg_attrs" in fn.attributes else None
+    found: list[dict[str, ir.Attribute]] = []
+    for k in range(len(fn.regions[0].blocks[0].arguments)):
+        current = ir.DictAttr(old[k]) if old is not None else ir.DictAttr.get({})
+        found.append({current[i].name: current[i].attr for i in range(len(current))})
+    return found
+
+
+def set_argument_attributes(fn: ir.Operation, entries: list[dict[str, ir.Attribute]]) -> None:
+    """Give the arguments of function `fn` the attributes `entries` (one dict per argument)."""
+    fn.attributes["arg_attrs"] = ir.ArrayAttr.get([ir.DictAttr.get(e) for e in entries])
+
+
 def enclosing_function_name(op: ir.Operation) -> str | None:
     """The symbol name of the `func.func` around `op`, None outside any."""
     parent = op.parent

@@ -12,6 +12,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func
 
+from polyflow.ir.functions import argument_attributes, set_argument_attributes
 from polyflow.ir.names import BOUND_VALUE_ATTR
 
 
@@ -23,19 +24,15 @@ def bind_constant_arguments(module: ir.Module) -> int:
         fn = op.opview
         if not isinstance(fn, func.FuncOp) or fn.is_external or "arg_attrs" not in op.attributes:
             continue
-        old = ir.ArrayAttr(op.attributes["arg_attrs"])
         block = fn.entry_block
-        attrs = []
-        for k, arg in enumerate(block.arguments):
-            current = ir.DictAttr(old[k])
-            entries = {current[i].name: current[i].attr for i in range(len(current))}
+        attrs = argument_attributes(op.operation)
+        for entries, arg in zip(attrs, block.arguments, strict=True):
             value = entries.pop(BOUND_VALUE_ATTR, None)
-            attrs.append(ir.DictAttr.get(entries))
             if value is None:
                 continue
             with ir.InsertionPoint.at_block_begin(block), op.location:
                 constant = arith.ConstantOp(arg.type, value)
             arg.replace_all_uses_with(constant.result)
             bound += 1
-        op.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+        set_argument_attributes(op.operation, attrs)
     return bound

@@ -5,6 +5,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.passmanager import PassManager
 
+from polyflow.ir.functions import argument_attributes, set_argument_attributes
 from polyflow.ir.names import NOALIAS_ATTR
 from polyflow.lowering.alias_scopes import scope_noalias_accesses
 from polyflow.lowering.bound_arguments import bind_constant_arguments
@@ -325,15 +326,7 @@ def _mark_noalias_pointers(module: ir.Module, positions: dict[str, list[int]]) -
         marked = positions.get(ir.StringAttr(op.attributes["sym_name"]).value)
         if not marked:
             continue
-        count = len(op.regions[0].blocks[0].arguments)
-        old = ir.ArrayAttr(op.attributes["arg_attrs"]) if "arg_attrs" in op.attributes else None
-        attrs = []
-        for k in range(count):
-            entries = {}
-            if old is not None:
-                current = ir.DictAttr(old[k])
-                entries = {current[i].name: current[i].attr for i in range(len(current))}
-            if k in marked:
-                entries[NOALIAS_ATTR] = ir.UnitAttr.get()
-            attrs.append(ir.DictAttr.get(entries))
-        op.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+        attrs = argument_attributes(op)
+        for k in marked:
+            attrs[k][NOALIAS_ATTR] = ir.UnitAttr.get()
+        set_argument_attributes(op, attrs)

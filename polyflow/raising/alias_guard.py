@@ -20,6 +20,7 @@ from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
 from polyflow.ir.aliasing import VIEW_OPS, has_argument_attribute, has_unknown_extent
+from polyflow.ir.functions import argument_attributes, set_argument_attributes
 from polyflow.ir.names import (
     AFFINE_SUFFIX,
     CABI_PREFIX,
@@ -147,17 +148,13 @@ def rewrite_argument_attributes(
 ) -> None:
     """Give every memref argument of `fn_op` the unit attribute `add_to_arrays` and take the
     attribute `drop` from every argument."""
-    old = ir.ArrayAttr(fn_op.attributes["arg_attrs"]) if "arg_attrs" in fn_op.attributes else None
-    attrs = []
-    for k, arg in enumerate(fn_op.regions[0].blocks[0].arguments):
-        current = ir.DictAttr(old[k]) if old is not None else ir.DictAttr.get({})
-        entries = {
-            current[i].name: current[i].attr for i in range(len(current)) if current[i].name != drop
-        }
+    attrs = argument_attributes(fn_op)
+    for entries, arg in zip(attrs, fn_op.regions[0].blocks[0].arguments, strict=True):
+        if drop is not None:
+            entries.pop(drop, None)
         if add_to_arrays is not None and isinstance(arg.type, ir.MemRefType):
             entries[add_to_arrays] = ir.UnitAttr.get()
-        attrs.append(ir.DictAttr.get(entries))
-    fn_op.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+    set_argument_attributes(fn_op, attrs)
 
 
 def guard_argument_aliasing(module: ir.Module) -> list[str]:
