@@ -36,17 +36,34 @@ def constant_arguments(
         for name, f in functions.items()
         if "static" in (f.node.decl.storage or []) and not f.unpacked
     }
+    # one walk of the unit: the calls, the names used otherwise, the enumerators and the
+    # declared names
     calls: dict[str, list[c_ast.FuncCall]] = {name: [] for name in candidates}
     callee_ids: set[int] = set()
+    named: list[c_ast.ID] = []
+    defined: dict[str, int] = {}
+    declared: set[str] = set()
     for node in ana.walk(ast):
         if isinstance(node, c_ast.FuncCall) and isinstance(node.name, c_ast.ID):
             callee_ids.add(id(node.name))
             if node.name.name in calls:
                 calls[node.name.name].append(node)
-    for node in ana.walk(ast):  # a name used as a value (a function pointer): any caller
-        if isinstance(node, c_ast.ID) and node.name in calls and id(node) not in callee_ids:
-            calls.pop(node.name)
-    enums = _unambiguous_enumerators(ast, scope)
+        elif isinstance(node, c_ast.ID) and node.name in calls:
+            named.append(node)
+        elif isinstance(node, c_ast.Enumerator):
+            defined[node.name] = defined.get(node.name, 0) + 1
+        elif isinstance(node, c_ast.Decl) and node.name:
+            declared.add(node.name)
+    for node in named:  # a name used as a value (a function pointer): any caller
+        if id(node) not in callee_ids:
+            calls.pop(node.name, None)
+    # an enumerator counts where its name means one value wherever it is used: defined once,
+    # and no variable or parameter of the unit has that name (one could hide it at a call)
+    enums = {
+        name: value
+        for name, value in scope.enums.items()
+        if defined.get(name) == 1 and name not in declared
+    }
     found: dict[str, dict[int, int]] = {}
     for name, sites in calls.items():
         params = functions[name].params
@@ -61,23 +78,6 @@ def constant_arguments(
         if bound:
             found[name] = bound
     return found
-
-
-def _unambiguous_enumerators(ast: c_ast.FileAST, scope: FileScope) -> dict[str, int]:
-    """The enumerators whose name means one value wherever it is used: defined once, and no
-    variable or parameter of the unit has that name (one could hide it at a call)."""
-    defined: dict[str, int] = {}
-    declared: set[str] = set()
-    for node in ana.walk(ast):
-        if isinstance(node, c_ast.Enumerator):
-            defined[node.name] = defined.get(node.name, 0) + 1
-        elif isinstance(node, c_ast.Decl) and node.name:
-            declared.add(node.name)
-    return {
-        name: value
-        for name, value in scope.enums.items()
-        if defined.get(name) == 1 and name not in declared
-    }
 
 
 def _call_argument(
