@@ -9,6 +9,7 @@ import json
 import multiprocessing
 import os
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -21,7 +22,7 @@ import pytest
 
 from polyflow import Options
 from polyflow.storage.tuning import Tuning, TuningDB, c_tuning_key
-from polyflow.tune.core_locks import COMPILING, core_slots
+from polyflow.tune.core_locks import COMPILING, core_slots, wait_until_stopped
 from polyflow.tune.search import GeneticSearch, RandomSearch, TpeSearch
 from polyflow.tune.space import OptionSpace, Parameter, option_space, tile_size_values
 from polyflow.tune.tasks import CompileFacts, CProgram, compare_text
@@ -423,6 +424,42 @@ def test_a_compile_stops_while_a_kernel_is_timed(tmp_path: Path) -> None:
         assert not [t for t in times if start < t < end], "the compile ran beside a timing"
     assert any(t > timed[-1][1] for t in times)  # and went on after it
     assert sum(start < t < end for t in times for start, end in spans.values()) > 0  # set-ups
+
+
+SPINNING_THREAD = """
+import os, threading
+def spin():
+    os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    while True:
+        pass
+thread = threading.Thread(target=spin)
+thread.start()
+thread.join()
+"""
+
+
+def _states(pid: int) -> list[str]:
+    stats = [(task / "stat").read_text() for task in Path(f"/proc/{pid}/task").iterdir()]
+    return [stat[stat.rindex(")") + 2] for stat in stats]
+
+
+def test_a_stopped_compile_has_stopped_every_thread_when_the_stop_returns() -> None:
+    # SIGSTOP wakes one thread, which then stops the others: a compile thread ran on for up
+    # to 9 ms on a loaded machine (and into a timing, in CI) before the wait.
+    child = subprocess.Popen([sys.executable, "-c", SPINNING_THREAD], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(_states(child.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for _ in range(20):
+            os.killpg(child.pid, signal.SIGSTOP)
+            wait_until_stopped(child.pid, limit=5.0)
+            assert set(_states(child.pid)) == {"T"}
+            os.killpg(child.pid, signal.SIGCONT)
+            time.sleep(0.005)
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_a_candidate_clearly_slower_than_the_best_keeps_its_one_time() -> None:

@@ -185,11 +185,41 @@ def _registered_compiles() -> list[int]:
     return groups
 
 
+def _threads_running(pid: int) -> bool:
+    """Whether a thread of process `pid` is neither stopped nor gone."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return False
+    for task in tasks:
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        if stat[stat.rindex(")") + 2] not in "TtZX":
+            return True
+    return False
+
+
+def wait_until_stopped(pid: int, limit: float = 0.1) -> None:
+    """Wait (at most `limit` seconds) until every thread of process `pid` is stopped: SIGSTOP
+    wakes one thread (a job's main thread, waiting, which may wait for a core) that then stops
+    the others, while the compile thread runs on."""
+    deadline = time.monotonic() + limit
+    while _threads_running(pid) and time.monotonic() < deadline:
+        time.sleep(0.0005)
+
+
 def pause_compiles() -> None:
-    """Stop every registered compile (SIGSTOP to its process group) while a kernel is timed."""
+    """Stop every registered compile (SIGSTOP to its process group) while a kernel is timed,
+    and return once their leaders are stopped."""
+    stopped = []
     for pgid in _registered_compiles():
         with contextlib.suppress(OSError):
             os.killpg(pgid, signal.SIGSTOP)
+            stopped.append(pgid)
+    for pgid in stopped:
+        wait_until_stopped(pgid)
 
 
 def resume_compiles() -> None:

@@ -104,6 +104,34 @@ static unsigned long long polyflow_tune_started(long pid) {
     if (*p == ' ') field++;
   return strtoull(p, NULL, 10);
 }
+/* A stopped group's threads take a moment to stop: the signal wakes one thread (a job's
+   waiting main thread, which may wait for a core) that then stops the others, while its
+   compile thread runs on. Wait (at most 0.1 s) until every thread of the leader is stopped. */
+static void polyflow_tune_wait_stopped(long pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%ld/task", pid);
+  for (int attempt = 0; attempt < 200; attempt++) {
+    DIR *d = opendir(path);
+    if (!d) return;
+    int running = 0;
+    struct dirent *e;
+    while (!running && (e = readdir(d)) != NULL) {
+      if (e->d_name[0] == '.') continue;
+      char stat_path[128], text[1024];
+      snprintf(stat_path, sizeof stat_path, "%s/%s/stat", path, e->d_name);
+      FILE *f = fopen(stat_path, "r");
+      if (!f) continue;
+      size_t n = fread(text, 1, sizeof text - 1, f);
+      fclose(f);
+      text[n] = 0;
+      char *p = strrchr(text, ')');
+      if (p && p[1] == ' ' && p[2] != 'T' && p[2] != 't' && p[2] != 'Z' && p[2] != 'X') running = 1;
+    }
+    closedir(d);
+    if (!running) return;
+    usleep(500);
+  }
+}
 static void polyflow_tune_stop_compiles(void) {
   const char *dir = getenv("POLYFLOW_TUNE_COMPILING");
   DIR *d = dir ? opendir(dir) : NULL;
@@ -119,7 +147,9 @@ static void polyflow_tune_stop_compiles(void) {
     unsigned long long started = 0;
     int read = fscanf(f, "%llu", &started);
     fclose(f);
-    if (read == 1 && started && polyflow_tune_started(pgid) == started) kill(-(pid_t)pgid, SIGSTOP);
+    if (read == 1 && started && polyflow_tune_started(pgid) == started &&
+        kill(-(pid_t)pgid, SIGSTOP) == 0)
+      polyflow_tune_wait_stopped(pgid);
   }
   closedir(d);
 }
