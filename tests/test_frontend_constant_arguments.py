@@ -61,7 +61,28 @@ def _program(params: str, calls: str, *, storage: str = "static") -> str:
         ("int n", "f('A', a);", {0: 65}),
         ("long n", "f(1900, a);", {0: 1900}),
         ("unsigned n", "f(40, a);", {0: 40}),
-        ("int n", "int k = 3; f(k, a);", {}),  # a variable
+        # the caller's local variables that keep one constant value
+        ("int n", "int k = 3; f(k, a);", {0: 3}),
+        ("int n", "int t = 500, k = 120; f(k, a);", {0: 120}),  # PolyBench's main
+        ("int n", "const int k = 2 * SIZE; f(k - 1, a);", {0: 23}),
+        ("int n", "int k = 3; int m = k * 4; f(m, a);", {0: 12}),
+        ("int n", "static int k = 3; f(k, a);", {0: 3}),
+        ("int n", "for (int r = 0; r < 2; r++) { int k = 6; f(k, a); }", {0: 6}),
+        ("long n", "short k = 9; f(k, a);", {0: 9}),
+        ("int n", "int k = 3; k = 4; f(k, a);", {}),  # assigned
+        ("int n", "int k = 3; f(k, a); k++;", {}),  # changed after the call: a loop may repeat it
+        ("int n", "int k = 3; int *p = &k; *p = 5; f(k, a);", {}),  # its address taken
+        ("int n", "int k; k = 3; f(k, a);", {}),  # no initializer
+        ("int n", "volatile int k = 3; f(k, a);", {}),
+        ("int n", "unsigned k = -1; f(k, a);", {}),  # k is not -1
+        ("int n", "char k = 300; f(k, a);", {}),  # does not hold 300
+        ("int n", "_Bool k = 1; f(k, a);", {}),
+        ("int n", "double k = 3; f(k, a);", {}),
+        ("int n", "int k = 3; { int k = 4; f(k, a); } f(k, a);", {}),  # two k: not followed
+        ("int n", "{ int k = 3; } { int k = 3; f(k, a); }", {}),
+        ("int n", "int k = 3; f(k, a); f(3, a); f(2 + 1, a);", {0: 3}),
+        ("int n", "int k = 3; f(k, a); f(4, a);", {}),
+        ("int n", "int k = 3; if (k) { f(k, a); }", {0: 3}),  # an inner block sees it
         ("int n", "f(3, a); f(4, a);", {}),
         ("int n", "f(1u, a);", {}),  # unsigned arithmetic wraps: not followed
         ("int n", "f(3000000000, a);", {}),  # a long literal
@@ -72,8 +93,9 @@ def _program(params: str, calls: str, *, storage: str = "static") -> str:
         ("_Bool n", "f(1, a);", {}),
         ("double x", "f(2, a);", {}),
         ("int n", "void (*p)(int, double *) = f; f(2, a); p(3, a);", {}),  # address taken
-        # a local variable hides the enumerator
-        ("int n", "{ int SIZE = 3; f(SIZE, a); }", {}),
+        # a local variable hides the enumerator: its value is the variable's
+        ("int n", "{ int SIZE = 3; f(SIZE, a); }", {0: 3}),
+        ("int n", "{ int SIZE = 3; SIZE++; f(SIZE, a); }", {}),
     ],
 )
 def test_the_parameters_every_call_passes_as_one_constant(
@@ -96,6 +118,24 @@ def test_an_enumerator_defined_twice_means_nothing_certain() -> None:
         "int main(void) {", "int main(void) {\n  enum { SIZE = 4 };"
     )
     assert _bound(source) == {}
+
+
+def test_a_local_counts_only_where_its_declaration_is_in_scope() -> None:
+    head = """
+    static void f(int n, double *a) { for (int i = 0; i < n; i++) a[i] = i; }
+    int k = 5;
+    """
+    # before the local's declaration, `k` is the global (anything another unit stores)
+    before = head + "int main(void) { double a[4]; f(k, a); int k = 5; f(k, a); return 0; }"
+    assert _bound(before) == {}
+    # another function's local of that name
+    other = head + (
+        "void g(double *a) { int k = 5; f(k, a); }\n"
+        "int main(void) { double a[4]; f(k, a); g(a); return 0; }"
+    )
+    assert _bound(other) == {}
+    inside = head + "void g(double *a) { int k = 5; f(k, a); }\nint main(void) { return 0; }"
+    assert _bound(inside) == {0: 5}
 
 
 def test_calls_from_compiled_functions_count() -> None:
@@ -174,6 +214,44 @@ def test_a_parameter_calls_disagree_on_stays_a_division(tmp_path: Path) -> None:
     assert re.search(VARIABLE_DIVISION, llvm.read_text())
     said = {r.function for r in built.report.select(kind="constant-argument")}
     assert said == {"sum"}  # init is called with two sizes
+
+
+# PolyBench's main: the sizes in local variables
+LOCALS_PROGRAM = """
+#include <stdio.h>
+#define N 40
+static void fill(int n, int k, double A[N]) {
+  for (int i = 0; i < n; i++) A[i] = (double)((i * 5) % k) / n;
+}
+static double total(int n, double A[N]) {
+  double s = 0;
+  for (int i = 0; i < n; i++) s += A[i] * (i % 4);
+  return s;
+}
+int main(void) {
+  static double A[N];
+  int n = N, k = 3 + 4;
+  fill(n, k, A);
+  printf("%.17g\\n", total(n, A));
+  for (int step = 1; step < 4; step++) {
+    int m = n - step;  /* changes with step: total's n is not bound */
+    printf("%.17g\\n", total(m, A));
+  }
+  return 0;
+}
+"""
+
+
+def test_sizes_in_local_variables_are_bound(tmp_path: Path) -> None:
+    source = tmp_path / "p.c"
+    source.write_text(LOCALS_PROGRAM)
+    built = polyflow.build_program(source, tmp_path / "pf", cache=None)
+    said = {r.function: r.data for r in built.report.select(kind="constant-argument")}
+    assert said == {"fill": {"arguments": {"n": 40, "k": 7}}}
+    subprocess.run(["gcc", "-O2", str(source), "-o", str(tmp_path / "ref")], check=True)
+    ours = subprocess.run([tmp_path / "pf"], capture_output=True, text=True, check=True)
+    ref = subprocess.run([tmp_path / "ref"], capture_output=True, text=True, check=True)
+    assert ours.stdout == ref.stdout and len(ours.stdout.split()) == 4
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -13,6 +13,12 @@ never named except as the callee of a direct call (no function pointer), an inte
 (not `_Bool`), and every call's argument an integer constant expression of `int` literals whose
 every step stays within `int` (so C's value is the arithmetic's), the same at every call, and
 representable in the parameter's type.
+
+A local variable of the caller counts as its constant (`int n = N; ... kernel(n, A)`, as every
+PolyBench `main` does, and gcc's constant propagation across calls sees) where its one
+declaration in the function gives it such an expression, in its integer type, and nothing in
+the function changes it (no assignment, `++`, `--`, or `&` of its name), at calls after that
+declaration in its block.
 """
 
 from __future__ import annotations
@@ -64,6 +70,11 @@ def constant_arguments(
         for name, value in scope.enums.items()
         if defined.get(name) == 1 and name not in declared
     }
+    constants_at: dict[int, dict[str, int]] = {}  # by call: the constant locals it sees
+    if any(calls.values()):
+        for fdef in ast.ext:
+            if isinstance(fdef, c_ast.FuncDef):
+                constants_at.update(_constant_locals_at_calls(fdef, scope, enums))
     found: dict[str, dict[int, int]] = {}
     for name, sites in calls.items():
         params = functions[name].params
@@ -71,13 +82,96 @@ def constant_arguments(
         for k, (_, ptype) in enumerate(params):
             if not isinstance(ptype, Scalar) or not ptype.is_int or ptype.boolean or not sites:
                 continue
-            values = {_call_argument(site, k, len(params), enums) for site in sites}
+            values = {
+                _call_argument(site, k, len(params), {**enums, **constants_at.get(id(site), {})})
+                for site in sites
+            }
             value = values.pop() if len(values) == 1 else None
             if value is not None and _representable(value, ptype):
                 bound[k] = value
         if bound:
             found[name] = bound
     return found
+
+
+# What changes a variable named as its operand.
+_CHANGING_UNARY = frozenset({"++", "--", "p++", "p--", "&"})
+# The nodes that open a block scope.
+_SCOPES = (c_ast.Compound, c_ast.For)
+
+
+def _constant_locals_at_calls(
+    fdef: c_ast.FuncDef, scope: FileScope, enums: dict[str, int]
+) -> dict[int, dict[str, int]]:
+    """For each call in `fdef` (by `id`), the local variables in scope there whose value is one
+    integer constant (module docstring), with their values."""
+    declared: dict[str, int] = {}
+    changed: set[str] = set()
+    params = fdef.decl.type.args.params if fdef.decl.type.args is not None else []
+    for param in params:
+        if isinstance(param, c_ast.Decl) and param.name:
+            declared[param.name] = declared.get(param.name, 0) + 1
+    for node in ana.walk(fdef.body):
+        if isinstance(node, c_ast.Decl) and node.name:
+            declared[node.name] = declared.get(node.name, 0) + 1
+        elif isinstance(node, c_ast.Assignment) and isinstance(node.lvalue, c_ast.ID):
+            changed.add(node.lvalue.name)
+        elif (
+            isinstance(node, c_ast.UnaryOp)
+            and node.op in _CHANGING_UNARY
+            and isinstance(node.expr, c_ast.ID)
+        ):
+            changed.add(node.expr.name)
+    found: dict[int, dict[str, int]] = {}
+    visible: list[dict[str, int]] = []  # a level per open block scope
+    # pre-order, children in source order (a declaration is met before the calls after it);
+    # None closes the scope opened last (a stack, not recursion: expressions can be deep)
+    pending: list[c_ast.Node | None] = [fdef.body]
+    while pending:
+        node = pending.pop()
+        if node is None:
+            visible.pop()
+            continue
+        if isinstance(node, _SCOPES):
+            visible.append({})
+            pending.append(None)
+        if isinstance(node, c_ast.Decl) and node.name and declared.get(node.name) == 1:
+            value = _constant_local(node, scope, {**enums, **_merged(visible)}, changed)
+            if value is not None and visible:
+                visible[-1][node.name] = value
+        elif isinstance(node, c_ast.FuncCall):
+            seen = _merged(visible)
+            if seen:
+                found[id(node)] = seen
+        pending.extend(child for _, child in reversed(node.children()))
+    return found
+
+
+def _merged(scopes: list[dict[str, int]]) -> dict[str, int]:
+    merged: dict[str, int] = {}
+    for level in scopes:
+        merged.update(level)
+    return merged
+
+
+def _constant_local(
+    decl: c_ast.Decl, scope: FileScope, constants: dict[str, int], changed: set[str]
+) -> int | None:
+    """The value of local variable `decl` if it is one integer constant: an integer (not
+    `_Bool`, not `volatile`) declared with an integer constant expression it holds, never
+    changed."""
+    if decl.name in changed or decl.init is None or "volatile" in (decl.quals or []):
+        return None
+    if "extern" in (decl.storage or []) or not isinstance(decl.type, c_ast.TypeDecl):
+        return None
+    try:
+        local_type = scope.resolve(decl.type, allow_vla=False)
+    except Unsupported:
+        return None
+    if not isinstance(local_type, Scalar) or not local_type.is_int or local_type.boolean:
+        return None
+    value = int_constant(decl.init, constants)
+    return value if value is not None and _representable(value, local_type) else None
 
 
 def _call_argument(
