@@ -83,6 +83,7 @@ def _lower_to_llvm(module: ir.Module, options: Options) -> ir.Module:
         vector_bits=(
             target.vector_bits if target.vector_bits > 256 and options.opt_level >= 2 else None
         ),
+        contract=options.fp_contract == "fast" and options.opt_level >= 2,
     )
 
 

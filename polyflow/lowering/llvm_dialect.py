@@ -20,6 +20,7 @@ from polyflow.lowering.libm_calls import call_libm_for_inexact_math
 from polyflow.lowering.page_prefetch import prefetch_page_strided_accesses
 from polyflow.lowering.parallel_threshold import serialize_small_parallel_loops
 from polyflow.lowering.recurrences import recurrence_cycles
+from polyflow.lowering.shared_multiplies import fuse_shared_multiplies
 from polyflow.lowering.vector_alignment import align_vector_loops
 from polyflow.lowering.vector_width import prefer_vector_width
 
@@ -102,6 +103,7 @@ def lower_to_llvm_dialect(
     vector_bytes: int | None = None,
     min_parallel_work: int | None = None,
     vector_bits: int | None = None,
+    contract: bool = False,
 ) -> ir.Module:
     """Lower every op to the LLVM dialect in place; the module is then translatable to LLVM IR.
     Parallel loops become OpenMP (`omp` ops, calls into libiomp5 once translated), run by
@@ -116,8 +118,9 @@ def lower_to_llvm_dialect(
     is known only at run time forks the threads only when it runs at least that many innermost
     iterations (`parallel_threshold.py`; None: always). `vector_bits`: LLVM's vectorizers may
     use vectors that wide in the functions where that pays (`vector_width.py`; None: LLVM's
-    choice everywhere). Arguments the frontend found constant at every call become that
-    constant first (`bound_arguments.py`)."""
+    choice everywhere). `contract`: a multiply whose every use is an add becomes a multiply-add
+    per use (`shared_multiplies.py`; LLVM fuses a multiply into one use only). Arguments the
+    frontend found constant at every call become that constant first (`bound_arguments.py`)."""
     with module.context:
         bind_constant_arguments(module)
         if vector_bits:
@@ -160,6 +163,8 @@ def lower_to_llvm_dialect(
         if line_tables:
             pipeline += f",{LINE_TABLES}"
         PassManager.parse(f"builtin.module({pipeline})").run(module.operation)
+        if contract:
+            fuse_shared_multiplies(module)
         move_loop_annotations(module)
         _mark_noalias_pointers(module, noalias)
         scope_noalias_accesses(module, noalias)
