@@ -80,6 +80,37 @@ def test_the_middle_loads_each_row_once_and_shifts_the_neighbours() -> None:
     assert text.count("vector.maskedload") == 2
 
 
+def test_the_row_the_next_sweep_reads_first_is_prefetched_a_row_ahead() -> None:
+    # rows of 8000 B: A[i + 2], read first by the next iteration of i, lies in another page
+    text = _aligned(ROW)
+    body = _register_loop(text)
+    prefetches = re.findall(r"memref\.prefetch %arg0\[(%\w+), (%\w+)\], read", body)
+    assert len(prefetches) == 1, body
+    row, column = prefetches[0]
+
+    def defined(value: str) -> str:
+        found = re.search(rf"{value} = (.*)", body)
+        assert found, value
+        return found.group(1)
+
+    # the row: one past the row i + 1 that a vector load of the body reads
+    below, one = re.fullmatch(r"arith\.addi (%\w+), (%\w+) : index", defined(row)).groups()
+    assert re.fullmatch(r"arith\.constant 1 : index", defined(one))
+    row_map = re.match(r"affine\.apply (#map\d+)", defined(below)).group(1)
+    loads = re.findall(r"vector\.load %arg0\[(%\w+), %\w+\]", body)
+    assert row_map in {defined(load).split("(")[0].split()[-1] for load in loads}
+    maps = dict(re.findall(r"^(#map\d+) = affine_map<(.*)>$", text, re.M))
+    assert maps[row_map].endswith("-> (d0 + 1)")
+    # the column: 4 vectors (32 elements) ahead of the loop's
+    column_map = re.match(r"affine\.apply (#map\d+)", defined(column)).group(1)
+    assert maps[column_map].endswith("-> (d1 + 32)"), maps[column_map]
+    # the peeled last iteration and the loops around prefetch nothing
+    assert text.count("memref.prefetch") == 1
+    # rows of 3200 B: the hardware prefetchers follow them
+    short = ROW.replace("100x1000xf64", "100x400xf64")
+    assert "memref.prefetch" not in _aligned(short)
+
+
 def test_a_row_read_only_before_its_element_carries_the_vector_before() -> None:
     text = _aligned(
         ROW.replace(
