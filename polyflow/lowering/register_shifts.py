@@ -46,9 +46,9 @@ _NOT_ELEMENTWISE = frozenset({"arith.constant", "arith.index_cast", "arith.index
 MIN_SHIFTED_VECTORS = 2
 # The register loop prefetches the rows the next iteration of the loop around it reads first
 # (`_rows_of_next_iteration`), this many vectors ahead of its own element. jacobi-2d at LARGE,
-# one core, alternating runs: 0.523 -> 0.466 s best, 0.545 -> 0.476 median (the row a sweep
-# reads first came from the L2 each time: the core stalled on it, the hardware prefetchers
-# stop at 4 KiB pages and the row tiles span two).
+# alternating runs: one thread 0.542 -> 0.488 s best, two threads 0.343 -> 0.302 s median (the
+# row a sweep reads first came from the L2 each time and the core stalled on it: the hardware
+# prefetchers stop at 4 KiB pages, and the row tiles span two).
 PREFETCH_AHEAD = 4
 # ... where that row lies at least this far from the one read before it: rows closer than a
 # page (heat-3d's next row along `j`, 960 B on) stream through the hardware prefetchers, and
