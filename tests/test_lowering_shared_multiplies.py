@@ -4,10 +4,10 @@ programs against gcc -O2."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
+from difftest import check_program_against_gcc
 from mlir import ir
 
 import polyflow
@@ -96,57 +96,23 @@ def test_vectors_and_other_blocks() -> None:
     assert count == 1 and out.count("llvm.intr.fmuladd") == 2
 
 
-HEAT = """
-#include <stdio.h>
-#define N 24
-static double A[N][N][N], B[N][N][N];
-static void step(int n) {
-  for (int i = 1; i < n - 1; i++)
-    for (int j = 1; j < n - 1; j++)
-      for (int k = 1; k < n - 1; k++)
-        B[i][j][k] = 0.125 * (A[i + 1][j][k] - 2.0 * A[i][j][k] + A[i - 1][j][k]) +
-                     0.125 * (A[i][j + 1][k] - 2.0 * A[i][j][k] + A[i][j - 1][k]) +
-                     0.125 * (A[i][j][k + 1] - 2.0 * A[i][j][k] + A[i][j][k - 1]) + A[i][j][k];
-}
-int main(void) {
-  for (int i = 0; i < N; i++)
-    for (int j = 0; j < N; j++)
-      for (int k = 0; k < N; k++) A[i][j][k] = (double)((i * 7 + j * 3 + k) % 11) / 3.0;
-  step(N);
-  double s = 0;
-  for (int i = 0; i < N; i++)
-    for (int j = 0; j < N; j++)
-      for (int k = 0; k < N; k++) s += B[i][j][k] * (1 + (i + j + k) % 5);
-  printf("%.17g %.17g %.17g\\n", s, B[5][6][7], B[N - 2][1][N - 2]);
-  return 0;
-}
-"""
+# PolyBench's heat-3d: `2.0 * A[i][j][k]` subtracted on each of the three axes
+HEAT = Path(__file__).parent / "programs" / "heat3d.c"
 
 
 def test_heat_3d_subtracts_its_doubled_centre_with_fused_ops(tmp_path: Path) -> None:
-    source = tmp_path / "heat.c"
-    source.write_text(HEAT)
     options = Options(opt_level=3, march="x86-64-v3")
     asm = tmp_path / "heat.s"
-    polyflow.build_program(source, asm, options=options, emit="asm", cache=None)
+    polyflow.build_program(HEAT, asm, options=options, emit="asm", cache=None)
     text = asm.read_text()
     assert "vfnmadd" in text  # x - 2a as one fused op
     plain = tmp_path / "plain.s"
     off = options.model_copy(update={"fp_contract": "off"})
-    polyflow.build_program(source, plain, options=off, emit="asm", cache=None)
+    polyflow.build_program(HEAT, plain, options=off, emit="asm", cache=None)
     assert "vfnmadd" not in plain.read_text() and "vfmadd" not in plain.read_text()
 
 
 @pytest.mark.parametrize("march", ["x86-64-v3", ""])
 def test_heat_3d_prints_gccs_digits(tmp_path: Path, march: str) -> None:
-    # 2a is exact: fused or not, every element rounds alike
-    source = tmp_path / "heat.c"
-    source.write_text(HEAT)
-    options = Options(opt_level=3, march=march) if march else Options(opt_level=3)
-    polyflow.build_program(source, tmp_path / "pf", options=options, cache=None)
-    subprocess.run(
-        ["gcc", "-O2", "-ffp-contract=off", str(source), "-o", str(tmp_path / "ref")], check=True
-    )
-    ours = subprocess.run([tmp_path / "pf"], capture_output=True, text=True, check=True)
-    ref = subprocess.run([tmp_path / "ref"], capture_output=True, text=True, check=True)
-    assert ours.stdout == ref.stdout
+    # 2a is exact: fused or not, every element rounds alike (the program hashes their bits)
+    check_program_against_gcc(HEAT, tmp_path, Options(opt_level=3, march=march))

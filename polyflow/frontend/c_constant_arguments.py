@@ -94,8 +94,6 @@ def constant_arguments(
     return found
 
 
-# What changes a variable named as its operand.
-_CHANGING_UNARY = frozenset({"++", "--", "p++", "p--", "&"})
 # The nodes that open a block scope.
 _SCOPES = (c_ast.Compound, c_ast.For)
 
@@ -106,22 +104,11 @@ def _constant_locals_at_calls(
     """For each call in `fdef` (by `id`), the local variables in scope there whose value is one
     integer constant (module docstring), with their values."""
     declared: dict[str, int] = {}
-    changed: set[str] = set()
     params = fdef.decl.type.args.params if fdef.decl.type.args is not None else []
-    for param in params:
-        if isinstance(param, c_ast.Decl) and param.name:
-            declared[param.name] = declared.get(param.name, 0) + 1
-    for node in ana.walk(fdef.body):
+    for node in [*params, *ana.walk(fdef.body)]:
         if isinstance(node, c_ast.Decl) and node.name:
             declared[node.name] = declared.get(node.name, 0) + 1
-        elif isinstance(node, c_ast.Assignment) and isinstance(node.lvalue, c_ast.ID):
-            changed.add(node.lvalue.name)
-        elif (
-            isinstance(node, c_ast.UnaryOp)
-            and node.op in _CHANGING_UNARY
-            and isinstance(node.expr, c_ast.ID)
-        ):
-            changed.add(node.expr.name)
+    changed = ana.assigned_names(fdef.body)  # assigned, ++, -- or & anywhere in the function
     found: dict[int, dict[str, int]] = {}
     visible: list[dict[str, int]] = []  # a level per open block scope
     # pre-order, children in source order (a declaration is met before the calls after it);

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from mlir import ir
 
+from polyflow.ir.ops import ops_named
+
 _ADDS = frozenset({"llvm.fadd", "llvm.fsub"})
 
 
@@ -23,16 +25,8 @@ def fuse_shared_multiplies(module: ir.Module) -> int:
     """Replace each `llvm.fmul` used two or more times, only as an operand of `llvm.fadd` or
     `llvm.fsub` ops of its block (once each), by an `llvm.intr.fmuladd` per use; returns how
     many multiplies went."""
-    multiplies: list[ir.Operation] = []
-
-    def collect(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "llvm.fmul":
-            multiplies.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(collect)
     fused = 0
-    for multiply in multiplies:
+    for multiply in ops_named(module.operation, "llvm.fmul"):
         uses = [(use.owner, use.operand_number) for use in multiply.results[0].uses]
         if len(uses) < 2 or not all(_fusable(multiply, user) for user, _ in uses):
             continue
