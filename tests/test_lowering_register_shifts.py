@@ -65,8 +65,9 @@ def test_the_middle_loads_each_row_once_and_shifts_the_neighbours() -> None:
     assert body.count("vector.store") == 1 and "vector<8xf64>" in body
     # the constant is broadcast once, before the loop
     assert "vector.broadcast" in text and "vector.broadcast" not in body
-    # the loops: the alignment's head and tail, the register loop, the middle of short rows
-    assert text.count("scf.for") == 4
+    # the loops: the register loop, and one scalar loop for rows of fewer than two vectors
+    # (the iterations around the whole vectors run masked: the next test)
+    assert text.count("scf.for") == 2
     # the vector at the start carried in; the loop's 3 loads; its last iteration peeled, with
     # the loads of rows i-1 and i+1
     assert text.count("vector.load") == 1 + 3 + 2 and text.count("vector.store") == 2
@@ -77,7 +78,78 @@ def test_the_middle_loads_each_row_once_and_shifts_the_neighbours() -> None:
         "false, false, false, false, false, false, false, true",
         "true, false, false, false, false, false, false, false",
     ]
-    assert text.count("vector.maskedload") == 2
+    # and 5 masked loads in each of the two masked vectors around the whole ones
+    assert text.count("vector.maskedload") == 2 + 2 * 5
+
+
+def _then_block(text: str, condition: str) -> str:
+    """The then-block of the `scf.if` on the comparison `condition` (e.g. `sgt`) of indices:
+    the lines up to its closing brace."""
+    match = re.search(
+        rf"(%\w+) = arith\.cmpi {condition}, %\w+, %\w+ : index\n(\s*)scf\.if \1 \{{\n", text
+    )
+    assert match, text
+    end = text.index(f"\n{match.group(2)}}}", match.end())
+    return text[match.end() : end]
+
+
+def test_the_iterations_around_the_whole_vectors_run_as_one_masked_vector_each() -> None:
+    text = _aligned(ROW)
+    # before the aligned start (where it lies past the first iteration) and after the last
+    # whole vector (where the end is not one): one vector each, not a scalar loop
+    for condition in ("sgt", "slt"):
+        block = _then_block(text, condition)
+        assert "scf.for" not in block and "memref.store" not in block
+        # its store only to the iterations in the row: lanes first <= j + l < end
+        assert block.count("vector.maskedstore") == 1 and "vector.store" not in block
+        assert "cmpi sge" in block and "cmpi slt" in block
+        # loads: row i before, at and after the vector (shifted across lanes), rows i-1 and
+        # i+1 at it; every one masked to the elements the scalar loop reads
+        assert block.count("vector.maskedload") == 5 and "vector.load" not in block
+        assert len(re.findall(r"vector\.shuffle", block)) == 2
+    # the scalar stores: only in the loop of rows shorter than two vectors
+    assert text.count("memref.store") == 1
+
+
+INTEGER_ROW = """
+func.func @row(%A: memref<100x1000xTYPE>, %B: memref<100x1000xTYPE>, %n: index) {
+  affine.for %i = 1 to 99 {
+    affine.for %k = 1 to %n {
+      %0 = affine.load %A[%i, %k - 1] : memref<100x1000xTYPE>
+      %1 = affine.load %A[%i, %k] : memref<100x1000xTYPE>
+      %2 = affine.load %A[%i, %k + 1] : memref<100x1000xTYPE>
+      %3 = arith.addi %0, %2 : TYPE
+      %4 = arith.OP %3, %1 : TYPE
+      affine.store %4, %B[%i, %k] : memref<100x1000xTYPE>
+    }
+  }
+  return
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("type_", "op", "masked"),
+    [
+        ("i64", "muli", True),
+        ("i32", "subi", True),
+        # masked-off lanes hold zeros: a division by one would trap
+        ("i64", "divsi", False),
+        ("i32", "remui", False),
+        # 16-bit elements: masked loads and stores only with AVX-512BW
+        ("i16", "muli", False),
+    ],
+)
+def test_bodies_that_may_not_run_on_lanes_outside_the_row_keep_llvms_ends(
+    type_: str, op: str, masked: bool
+) -> None:
+    text = _aligned(INTEGER_ROW.replace("TYPE", type_).replace("OP", op))
+    # the register loop either way
+    assert "vector.shuffle" in _register_loop(text)
+    assert ("vector.maskedstore" in text) is masked
+    if not masked:
+        # the alignment's head and tail as scalar loops, the register loop, short middles
+        assert text.count("scf.for") == 4
 
 
 def test_the_row_the_next_sweep_reads_first_is_prefetched_a_row_ahead() -> None:
@@ -139,8 +211,10 @@ def test_an_update_in_place_of_its_own_element_shifts_the_rows_it_does_not_write
     # A's three rows and B's own element: one load each, B's before its store
     assert body.count("vector.load") == 4
     assert body.index("vector.load %arg1") < body.index("vector.store")
-    # the scalar prologue up to the aligned start, the rest of the vectors after the loop
-    assert text.count("scf.for") == 4  # prologue, register loop, rest, short rows
+    # masked vectors before the aligned start and after the last whole vector (no scalar
+    # prologue and rest): the register loop and the loop of short rows
+    assert text.count("scf.for") == 2
+    assert text.count("vector.maskedstore") == 2
 
 
 # two rows unrolled and jammed into one loop: rows i and i+1 of B, each from A's rows
@@ -250,7 +324,8 @@ PROGRAMS = r"""
 #define M 160
 double buf_a[M + 16], buf_b[M + 16], buf_w[4];
 float buf_f[M + 32], buf_g[M + 32];
-int buf_i[M + 16], buf_j[M + 16];
+int buf_i[M + 16], buf_j[M + 16], buf_q[M + 16];
+short buf_h[M + 16], buf_u[M + 16];
 double rows_a[3][M + 16], rows_b[2][M + 16];
 /* three points, a row read at j-1, j, j+1 */
 static void blur(int m, const double a[m + 2], double b[m + 2]) {
@@ -266,6 +341,17 @@ static void wide(int m, const float f[m + 4], float g[m + 4], const double w[4])
 static void peaks(int m, const int x[m + 2], int y[m + 2]) {
   for (int k = 0; k < m; k++)
     y[k] = (x[k] > x[k + 1] ? x[k] : x[k + 1]) + 3 * x[k];
+}
+/* integer quotients (never by zero in the row): the ends stay LLVM's loops, where a masked
+   vector would divide by the zeros of lanes outside the row */
+static void quotients(int m, const int q[m + 2], int y[m + 2]) {
+  for (int k = 1; k <= m; k++)
+    y[k] = (q[k - 1] * 7 + q[k + 1]) / q[k] - q[k + 1] % q[k];
+}
+/* 16-bit rows: the ends stay LLVM's loops */
+static void halves(int m, const short h[m + 2], short u[m + 2]) {
+  for (int k = 1; k <= m; k++)
+    u[k] = (short)(h[k - 1] - 2 * h[k] + h[k + 1]);
 }
 /* in place: b read and written at its own element, a's neighbours shifted */
 static void update(int m, const double a[m + 2], double b[m + 2]) {
@@ -334,6 +420,18 @@ int main(void) {
       peaks(m, x, y);
       long sy = 0;
       for (int k = 0; k < M; k++) sy += (long)y[k] * (1 + k % 4);
+      int *q = buf_q + (s + 5) % 8;
+      short *h = buf_h + s, *u = buf_u + (8 - s) % 8;
+      for (int k = 0; k < M; k++) {
+        q[k] = 1 + (k * 13 + s) % 17;
+        h[k] = (short)((k * 29 + s) % 61 - 30);
+        u[k] = 7;
+        y[k] = 0;
+      }
+      quotients(m, q, y);
+      halves(m, h, u);
+      for (int k = 0; k < M; k++) sy += ((long)y[k] * 3 + u[k]) * (1 + k % 5);
+      for (int k = 0; k < M; k++) sy += (long)y[k] * (1 + k % 4);
       for (int r = 0; r < 3; r++)
         for (int k = 0; k < M + 16; k++) rows_a[r][k] = (double)((k * 11 + r * 5 + s) % 29) / 5.0;
       for (int r = 0; r < 2; r++)
@@ -357,9 +455,13 @@ def test_rows_at_every_offset_and_length_print_gccs_digits(tmp_path: Path) -> No
     options = polyflow.Options(opt_level=3, march="native", parallel=False, fp_contract="off")
     built = polyflow.build_program(source, tmp_path / "pf", options=options, cache=None)
     kernels = {"blur", "wide", "peaks", "shift", "update", "chain", "pairs", "two_rows"}
+    kernels |= {"quotients", "halves"}
     assert kernels | {"two_updates"} <= set(built.compiled)
     shifted = {r.function for r in built.report.remarks if r.kind == "register-shifts"}
-    assert shifted == {"blur", "wide", "peaks", "shift", "update", "two_rows", "two_updates"}
+    assert shifted == {
+        *("blur", "wide", "peaks", "shift", "update", "two_rows", "two_updates"),
+        *("quotients", "halves"),
+    }
     subprocess.run(
         ["gcc", "-O2", "-ffp-contract=off", str(source), "-o", str(tmp_path / "ref")], check=True
     )

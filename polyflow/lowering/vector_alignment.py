@@ -22,6 +22,9 @@ loop in it) and offset(lb) the store's element offset at that bound. Two shapes:
 - otherwise (an in-place update): the iterations before the aligned start in an `scf.for` of
   their own (fewer than V), then the loop from the aligned start (`register_shifts.py`'s
   vectors where the update reads each array it writes only at the element it writes).
+Either shape, where `register_shifts.py` takes the rows from registers and the body may run
+masked, is instead its whole-row form (`shifted_row`): one masked vector before the aligned
+middle and one after it, no scalar loop.
 Either way each iteration's last run comes in the loop's order, so this is correct for any
 address, aligned or not. Only static row lengths (all extents but the first known) and loops
 not known to run fewer than `MIN_ALIGNED_VECTORS` vectors (a tile's rows) qualify; a parallel
@@ -49,7 +52,7 @@ from polyflow.ir.aliasing import may_alias
 from polyflow.ir.functions import enclosing_function_name, source_names
 from polyflow.ir.remarks import attach_remarks, remark_at
 
-from .register_shifts import shifted_in_place_loop, shifted_middle_loop
+from .register_shifts import shifted_in_place_loop, shifted_middle_loop, shifted_row
 
 # A loop known to run fewer than this many vectors gains less from the alignment than its
 # extra loop costs.
@@ -248,7 +251,13 @@ def _split(loop: ir.Operation, plan: _Plan, base: ir.Value) -> bool:
         aligned = affine.AffineMaxOp(aligned_map, values, results=[index]).result
         end = affine.AffineMinOp(ub_map, ub_operands, results=[index]).result
         one = arith.constant(index, 1)
-        if not _repeatable(loop):
+        repeatable = _repeatable(loop)
+        if shifted_row(
+            loop, first, aligned, end, plan.lanes, _copy_body_unaffine, in_place=not repeatable
+        ):
+            loop.erase()
+            return True
+        if not repeatable:
             prologue = scf.ForOp(first, arith.minsi(aligned, end), one)
             _copy_body_unaffine(loop, prologue)
             if shifted_in_place_loop(loop, aligned, end, plan.lanes, _copy_body_unaffine):
