@@ -145,8 +145,13 @@ MAX_TILED_SKEWED_MEMBERS = 3
 # 960 B, 2 arrays, an L2 of 512 KiB), which ran 1.6x gcc on one thread and 2.3x on two, against
 # 1.4x and 1.8-1.9x with 16x16x16 or 8x16x16 (a wavefront of larger tiles has too few blocks to
 # share out); a time tile of 32 took 3.5 s. Without known row sizes: `WHOLE_ROW_TILE`.
+# With a 2 MiB L2 (Sapphire Rapids) the L2 rule would give 16, but 8 is as fast on one thread
+# and faster on two (the wavefront has about 3 tiles of 16 to share out, 6 of 8): heat-3d
+# LARGE, alternating runs against 16 x 16 x 16, one thread 0.984x the time (median of 7
+# per-run ratios; 16 x 8 x 16 0.99x, 8 x 16 x 16 1.0x), two threads 0.904x (median of 9; 16 x
+# 8 x 8 0.99x, 8 x 8 x 16 0.93x). Hence the cap at 8.
 WHOLE_ROW_TILE = 8
-MAX_WHOLE_ROW_TILE = 16
+MAX_WHOLE_ROW_TILE = 8
 MIN_WHOLE_ROW_TILE = 4
 # Rows of an in-order float sum unrolled and jammed into its vector loop (see `jam_rows`).
 # LARGE, 1 thread, over gcc: 8 rows bicg 2.0x, mvt 8.7x, gemver 2.5x; 4 rows 1.7-1.9x, 7.0-7.9x,
