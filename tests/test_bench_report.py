@@ -11,8 +11,10 @@ import pytest
 
 from bench_polybench.report import (
     geomean,
+    geomean_paired_speedups,
     geomean_speedups,
     markdown,
+    paired_speedup,
     report_stem,
     speedup,
     write_reports,
@@ -77,6 +79,31 @@ def test_median_and_speedup() -> None:
     assert speedup(suite, "d", "polyflow", validated=False) == pytest.approx(10.0)
     assert speedup(suite, "a", "polly") is None
     assert speedup(suite, "a", "gcc") == 1.0
+
+
+def test_paired_speedups_divide_within_each_round() -> None:
+    suite = fabricated()
+    # a: gcc 1, 3, 2 against 1, 1, 0.5 -> ratios 1, 3, 4: median 3 (medians' ratio: 2)
+    assert paired_speedup(suite, "a", "polyflow") == pytest.approx(3.0)
+    assert speedup(suite, "a", "polyflow") == pytest.approx(2.0)
+    # a slow round slows both alike: the ratio of the round is kept, the medians' is not
+    a_gcc, a_poly = suite.cell("a", "gcc"), suite.cell("a", "polyflow")
+    assert a_gcc is not None and a_poly is not None
+    a_gcc.times, a_poly.times = [1.0, 1.0, 3.0, 3.0, 3.0], [0.5, 0.5, 1.5, 1.5, 1.5]
+    assert paired_speedup(suite, "a", "polyflow") == pytest.approx(2.0)
+    assert speedup(suite, "a", "polyflow") == pytest.approx(2.0)
+    # polyflow 2x faster in each round, but its median run fell in a slow stretch, gcc's not
+    a_gcc.times, a_poly.times = [1.0, 1.0, 1.0, 3.0, 3.0], [0.5, 1.5, 1.5, 1.5, 1.5]
+    assert speedup(suite, "a", "polyflow") == pytest.approx(1.0 / 1.5)
+    assert paired_speedup(suite, "a", "polyflow") == pytest.approx(2.0)
+    assert paired_speedup(suite, "d", "polyflow") is None  # invalid
+    assert paired_speedup(suite, "a", "polly") is None  # missing
+    value, count = geomean_paired_speedups(suite)["polyflow"]
+    assert count == 3 and value == pytest.approx((2.0 * 0.5 * 4.0) ** (1 / 3))
+    text = markdown(suite)
+    rows = table_rows(text, "## Paired speedups over gcc")
+    assert rows[0] == ["kernel", "polyflow", "polly"]
+    assert rows[2] == ["a", "2.00", "—"] and rows[-1][0] == "geomean"
 
 
 def test_fast_math_configurations_are_compared_with_gcc_fast_math() -> None:
