@@ -75,6 +75,7 @@ fuzz: setup
 	$(PY) tests/fuzz/compile_time.py --count 300 --gpu-emulate --jobs 2 $(FUZZ_ARGS)
 	$(PY) tests/fuzz/ad_fuzz.py --count 300  # gradients of random programs against central differences
 	$(PY) tests/fuzz/contraction_fuzz.py --count 200  # micro-kernels, transposed or not, against gcc
+	$(PY) tests/fuzz/row_fuzz.py --count 200  # row sweeps through the register loops and their masked ends
 	$(PY) tests/fuzz/ad_fuzz.py --count 150 --seed 300 --checkpoint-steps 2  # every taping loop checkpointed
 	$(PY) tests/fuzz/stencil_ad_fuzz.py --count 200  # stencils in time loops: gathers, borders
 	POLYFLOW_FUZZ_COUNT=1000 POLYFLOW_FUZZ_GPU_COUNT=1000 POLYFLOW_FUZZ_OPT_LEVEL=3 $(VENV)/bin/pytest -n 2 -q tests/test_random_programs.py
