@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 from bench_polybench.common import fmt
@@ -68,11 +69,7 @@ def paired_speedup(suite: Suite, kernel: str, config: str) -> float | None:
 
 def geomean_paired_speedups(suite: Suite) -> dict[str, tuple[float | None, int]]:
     """Per configuration: the geometric mean of the paired speedups, and over how many kernels."""
-    result: dict[str, tuple[float | None, int]] = {}
-    for config in suite.config_names:
-        values = [s for k in suite.kernels if (s := paired_speedup(suite, k, config)) is not None]
-        result[config] = (geomean(values), len(values))
-    return result
+    return _geomeans_per_config(suite, paired_speedup)
 
 
 def geomean(values: list[float]) -> float | None:
@@ -84,9 +81,17 @@ def geomean(values: list[float]) -> float | None:
 
 def geomean_speedups(suite: Suite) -> dict[str, tuple[float | None, int]]:
     """Per configuration: the geometric mean speedup over gcc, and over how many kernels."""
+    return _geomeans_per_config(suite, speedup)
+
+
+def _geomeans_per_config(
+    suite: Suite, per_kernel: Callable[[Suite, str, str], float | None]
+) -> dict[str, tuple[float | None, int]]:
+    """Per configuration: the geometric mean of `per_kernel(suite, kernel, config)` over the
+    kernels where it has a value, and over how many."""
     result: dict[str, tuple[float | None, int]] = {}
     for config in suite.config_names:
-        values = [s for k in suite.kernels if (s := speedup(suite, k, config)) is not None]
+        values = [v for k in suite.kernels if (v := per_kernel(suite, k, config)) is not None]
         result[config] = (geomean(values), len(values))
     return result
 

@@ -11,6 +11,20 @@ from mlir.dialects import arith, memref
 from polyflow.ir.affine import index_constant
 from polyflow.ir.names import SHARED_ATTR
 
+# Integer division and remainder: they trap (or are undefined) on a divisor of 0 or, signed,
+# on -1 with the smallest dividend, so they cannot run on values nobody asked for.
+INTEGER_DIVISIONS = frozenset(
+    {
+        "arith.divsi",
+        "arith.divui",
+        "arith.remsi",
+        "arith.remui",
+        "arith.ceildivsi",
+        "arith.ceildivui",
+        "arith.floordivsi",
+    }
+)
+
 
 def walk(op: ir.Operation) -> Iterator[ir.Operation]:
     """`op` and every op nested in it, pre-order."""

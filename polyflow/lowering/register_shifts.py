@@ -46,6 +46,7 @@ from mlir.dialects import memref as memref_dialect
 
 from polyflow.ir.affine import Inexpressible, Linear, defined_in_loop_body, linear_form
 from polyflow.ir.aliasing import may_alias
+from polyflow.ir.ops import INTEGER_DIVISIONS
 
 # Elementwise ops whose vector form is the same op on vectors of the operands.
 _ELEMENTWISE_PREFIXES = ("arith.", "math.")
@@ -267,13 +268,9 @@ def shifted_row(
     plan = _plan(loop, lanes, in_place=in_place)
     if plan is None or not _maskable(loop):
         return False
-    index = ir.IndexType.get()
-    width = arith.constant(index, lanes)
+    width = arith.constant(ir.IndexType.get(), lanes)
     count = arith.subi(end, aligned)
-    enough = arith.cmpi(
-        arith.CmpIPredicate.sge, count, arith.constant(index, MIN_SHIFTED_VECTORS * lanes)
-    )
-    guard = scf.IfOp(enough, [], has_else=True)
+    guard = _if_enough_vectors(loop, count, first, end, lanes, copy_body)
     with ir.InsertionPoint(guard.then_block):
         stop = arith.subi(end, arith.remui(count, width))  # past the last whole vector
         vectors = _Vectors(loop, plan, aligned, lanes)
@@ -287,26 +284,32 @@ def shifted_row(
             vectors.masked_iteration(stop, first, end)
             scf.YieldOp([])
         scf.YieldOp([])
+    return True
+
+
+def _if_enough_vectors(
+    loop: ir.Operation,
+    count: ir.Value,
+    first: ir.Value,
+    end: ir.Value,
+    lanes: int,
+    copy_body: Callable[[ir.Operation, scf.ForOp], None],
+) -> scf.IfOp:
+    """An `scf.if` on `count` holding at least `MIN_SHIFTED_VECTORS` vectors, its then-block
+    left for the vectors to fill (and yield), its else-block `loop`'s iterations `[first, end)`
+    as one scalar loop."""
+    index = ir.IndexType.get()
+    enough = arith.cmpi(
+        arith.CmpIPredicate.sge, count, arith.constant(index, MIN_SHIFTED_VECTORS * lanes)
+    )
+    guard = scf.IfOp(enough, [], has_else=True)
     with ir.InsertionPoint(guard.else_block):
         whole = scf.ForOp(first, end, arith.constant(index, 1))
         copy_body(loop, whole)
         scf.YieldOp([])
-    return True
+    return guard
 
 
-# Ops that may trap on the values of lanes outside the iterations (masked loads give them
-# zeros): integer division and remainder.
-_TRAPPING = frozenset(
-    {
-        "arith.divsi",
-        "arith.divui",
-        "arith.remsi",
-        "arith.remui",
-        "arith.ceildivsi",
-        "arith.ceildivui",
-        "arith.floordivsi",
-    }
-)
 # Elements narrower than this have no masked loads and stores of their own before AVX-512BW
 # (LLVM splits them into a branch per lane).
 _MIN_MASKED_ELEMENT_BITS = 32
@@ -317,7 +320,7 @@ def _maskable(loop: ir.Operation) -> bool:
     on any value, and the arrays it loads and stores have elements of 32 bits or more."""
     for op in loop.regions[0].blocks[0].operations:
         op = op.operation
-        if op.name in _TRAPPING:
+        if op.name in INTEGER_DIVISIONS:  # the masked-off lanes hold zeros
             return False
         if op.name in ("affine.load", "affine.store"):
             memref = op.operands[0 if op.name == "affine.load" else 1]
@@ -344,10 +347,7 @@ def _guarded_register_loop(
     one = arith.constant(index, 1)
     width = arith.constant(index, lanes)
     count = arith.subi(end, start)
-    enough = arith.cmpi(
-        arith.CmpIPredicate.sge, count, arith.constant(index, MIN_SHIFTED_VECTORS * lanes)
-    )
-    guard = scf.IfOp(enough, [], has_else=True)
+    guard = _if_enough_vectors(loop, count, start, end, lanes, copy_body)
     with ir.InsertionPoint(guard.then_block):
         # past the last whole vector
         stop = end if whole_vectors else arith.subi(end, arith.remui(count, width))
@@ -355,10 +355,6 @@ def _guarded_register_loop(
         if not whole_vectors:
             rest = scf.ForOp(stop, end, one)
             copy_body(loop, rest)
-        scf.YieldOp([])
-    with ir.InsertionPoint(guard.else_block):
-        whole = scf.ForOp(start, end, one)
-        copy_body(loop, whole)
         scf.YieldOp([])
 
 

@@ -30,6 +30,7 @@ from mlir import ir
 from mlir.dialects import affine, arith
 
 from polyflow.ir.names import NOT_AFFINE_ATTR
+from polyflow.ir.ops import INTEGER_DIVISIONS
 
 from .affine_expr import (
     AffineAnalysis,
@@ -45,18 +46,6 @@ from .affine_expr import (
 # Branches with more ops than this are not speculated into selects.
 MAX_SPECULATED_OPS = 32
 
-# Division ops, speculatable only by a constant other than 0 and -1 (else UB or a trap).
-_DIVISIONS = frozenset(
-    {
-        "arith.divsi",
-        "arith.divui",
-        "arith.remsi",
-        "arith.remui",
-        "arith.ceildivsi",
-        "arith.ceildivui",
-        "arith.floordivsi",
-    }
-)
 _ACCESSES = frozenset({"memref.load", "memref.store"})
 # Uses of a memref that leave its memory where it is (for speculating loads from it).
 _KEEPS_MEMORY = frozenset(
@@ -307,7 +296,8 @@ class _Raiser:
         name = op.name
         if op.regions:
             return False
-        if name in _DIVISIONS:
+        # speculatable only by a constant other than 0 and -1 (else UB or a trap)
+        if name in INTEGER_DIVISIONS:
             divisor = _const_int(op.operands[1])
             return divisor is not None and divisor not in (0, -1)
         if name.startswith(("arith.", "math.")) or name == "affine.apply":
