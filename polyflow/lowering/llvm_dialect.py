@@ -11,6 +11,7 @@ from polyflow.lowering.alias_scopes import scope_noalias_accesses
 from polyflow.lowering.bound_arguments import bind_constant_arguments
 from polyflow.lowering.carried_values import carry_stored_values
 from polyflow.lowering.float_reductions import deterministic_float_reductions
+from polyflow.lowering.float_sum_trees import balance_float_sums
 from polyflow.lowering.gather_loops import (
     annotate_after_lowering,
     move_loop_annotations,
@@ -133,6 +134,8 @@ def lower_to_llvm_dialect(
                 align_vector_loops(module, vector_bytes)
         if fast_math:
             allow_fast_math(module)
+            with ir.Location.unknown():
+                balance_float_sums(module)
         noalias = _noalias_pointer_positions(module)
         # loops whose every access would be a gather stay scalar (gather_loops.py): marked
         # before lower-affine, annotated on the scf.for each becomes
