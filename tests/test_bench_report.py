@@ -10,13 +10,16 @@ from pathlib import Path
 import pytest
 
 from bench_polybench.report import (
+    best_speedup,
     geomean,
+    geomean_best_speedups,
     geomean_paired_speedups,
     geomean_speedups,
     markdown,
     paired_speedup,
     report_stem,
     speedup,
+    thread_scaling,
     write_reports,
 )
 from bench_polybench.results import Cell, ConfigInfo, Suite
@@ -104,6 +107,36 @@ def test_paired_speedups_divide_within_each_round() -> None:
     rows = table_rows(text, "## Paired speedups over gcc")
     assert rows[0] == ["kernel", "polyflow", "polly"]
     assert rows[2] == ["a", "2.00", "—"] and rows[-1][0] == "geomean"
+
+
+def test_best_of_speedups_divide_the_fastest_runs() -> None:
+    suite = fabricated()
+    # a: gcc's fastest 1.0 against polyflow's 0.5; c: 4.0 against 1.0
+    assert best_speedup(suite, "a", "polyflow") == pytest.approx(2.0)
+    assert best_speedup(suite, "c", "polyflow") == pytest.approx(4.0)
+    assert best_speedup(suite, "d", "polyflow") is None  # invalid
+    assert best_speedup(suite, "a", "polly") is None  # missing
+    value, count = geomean_best_speedups(suite)["polyflow"]
+    assert count == 3 and value == pytest.approx((2.0 * 0.5 * 4.0) ** (1 / 3))
+    rows = table_rows(markdown(suite), "## Best-of speedups over gcc")
+    assert rows[2] == ["a", "2.00", "—"] and rows[-1][0] == "geomean"
+
+
+def test_two_threads_against_one_flags_a_slowdown() -> None:
+    suite = fabricated()
+    suite.configs.append(ConfigInfo("polyflow-par", "polyflow, 2 threads", "polyflow O3", 2))
+    par_times = {"a": [0.3, 0.25, 0.4], "b": [2.5, 2.2, 2.4], "c": [1.04, 1.2, 1.1], "d": [0.1] * 3}
+    for kernel in suite.kernels:
+        suite.cells.append(Cell(kernel, "polyflow-par", times=par_times[kernel], max_rel_err=0.0))
+    # best of each: a 0.5 / 0.25, b 2.0 / 2.2 (10% slower), c 1.0 / 1.04 (within 5%)
+    assert thread_scaling(suite, "a", "polyflow-par") == pytest.approx(2.0)
+    assert thread_scaling(suite, "b", "polyflow-par") == pytest.approx(2.0 / 2.2)
+    assert thread_scaling(suite, "a", "polyflow") is None  # no twin: not a parallel one
+    rows = table_rows(markdown(suite), "## Two threads against one")
+    assert rows[0] == ["kernel", "polyflow-par / polyflow"]
+    by_kernel = {row[0]: row[1] for row in rows[2:]}
+    assert by_kernel["a"] == "2.00" and by_kernel["b"] == "**0.91**" and by_kernel["c"] == "0.96"
+    assert by_kernel["d"] == "—"  # polyflow's run of d is invalid
 
 
 def test_fast_math_configurations_are_compared_with_gcc_fast_math() -> None:
