@@ -51,6 +51,10 @@ REDUCTIONS_ATTR = "polyflow.reductions"
 INDEPENDENT_ATTR = "polyflow.independent"
 # A wavefront's parallel tile loop; the same name marks it in the isl schedule tree.
 WAVEFRONT_ATTR = "polyflow.wavefront"
+# ... of a wavefront along the sum of its two outer block numbers (`tiling._wavefront`, not a
+# diamond one): a block depends only on blocks of no later column (the parallel loop's
+# iteration) and no later step, so columns may run as a pipeline (lowering/wavefront_pipeline.py).
+WAVEFRONT_COLUMNS_ATTR = "polyflow.wavefront_columns"
 # The loop could run its iterations in parallel (no carried dependence or value, no call, no
 # aliasing conflict): set for `target="cuda"` on every such loop, nested ones too; the GPU
 # mapping turns nests of them into blocks and threads.
@@ -75,6 +79,7 @@ BOUND_VALUE_ATTR = "polyflow.bound_value"
 
 # ----- marks in isl schedule trees
 WAVEFRONT_MARK = WAVEFRONT_ATTR
+WAVEFRONT_COLUMNS_MARK = WAVEFRONT_COLUMNS_ATTR
 # A band of tiles that run in parallel (codegen tags the loop below it).
 PARALLEL_TILES_MARK = "polyflow.parallel_tiles"
 

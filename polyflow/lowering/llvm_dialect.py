@@ -24,6 +24,12 @@ from polyflow.lowering.recurrences import recurrence_cycles
 from polyflow.lowering.shared_multiplies import fuse_shared_multiplies
 from polyflow.lowering.vector_alignment import align_vector_loops
 from polyflow.lowering.vector_width import prefer_vector_width
+from polyflow.lowering.wavefront_pipeline import (
+    hand_out_columns_in_order,
+    in_order_marks,
+    pipeline_wavefront_columns,
+    wavefront_column_marks,
+)
 
 # convert-math-to-llvm takes what LLVM has intrinsics for; math-to-libm the rest (tanh, erf...).
 # convert-vector-to-llvm: the micro-kernels' vector loads, stores, broadcasts and FMAs.
@@ -144,15 +150,21 @@ def lower_to_llvm_dialect(
             to_scf, to_openmp = PARALLEL_TO_OPENMP.split(",")
             if threads is not None:
                 to_openmp += f"{{num-threads={threads}}}"
+            columns = wavefront_column_marks(module)
             PassManager.parse(f"builtin.module({to_scf})").run(module.operation)
             annotate_after_lowering(module, row_walks)
+            if threads != 1:  # one thread: the wavefront's steps as they are
+                with ir.Location.unknown():
+                    pipeline_wavefront_columns(module, columns)
             deterministic_float_reductions(module.operation)
             if min_parallel_work:
                 with ir.Location.unknown():
                     serialize_small_parallel_loops(module, min_parallel_work)
+            in_order = in_order_marks(module)
             PassManager.parse(f"builtin.module({to_openmp})").run(module.operation)
             hoist_loop_allocas(module)
             schedule_tile_loops_dynamically(module)
+            hand_out_columns_in_order(module, in_order)
             pipeline = LOWER_PARALLEL_TO_LLVM
         else:
             PassManager.parse("builtin.module(lower-affine)").run(module.operation)

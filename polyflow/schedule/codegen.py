@@ -21,13 +21,17 @@ import islpy as isl
 from mlir import ir
 from mlir.dialects import affine
 
+from polyflow.ir.names import (
+    WAVEFRONT_COLUMNS_ATTR,
+    WAVEFRONT_COLUMNS_MARK,
+    WAVEFRONT_MARK,
+)
 from polyflow.poly import isl_helpers as ih
 from polyflow.poly.budget import DEFAULT_ISL_MAX_OPERATIONS, BudgetExhausted, step_budget
 
 from .model import Scop, ScopRegion, StatementOps
 from .panels import PARALLEL_TILES_MARK
 from .parallelize import INDEPENDENT_ATTR, WAVEFRONT_ATTR
-from .tiling import WAVEFRONT_MARK
 
 Want = Literal["min", "max"]
 # A conjunction of affine constraints `expr >= 0` (or `expr == 0` when flagged), and a
@@ -295,8 +299,9 @@ class _Emitter:
             name: _Leaf(value, _is_top_level(value, fn)) for name, value in region.params.items()
         }
         self.fallback_loc = region.ops[0].location
-        # Inside a WAVEFRONT_MARK, above its first loop: the wavefront's parallel one.
-        self._wavefront = False
+        # Inside a WAVEFRONT_MARK (or a ..._COLUMNS_MARK, or PARALLEL_TILES_MARK), above its
+        # first loop: the wavefront's parallel one; the mark, None outside.
+        self._wavefront: str | None = None
 
     # maps over AST names ------------------------------------------------------------------
 
@@ -332,8 +337,8 @@ class _Emitter:
             for child in node.children:
                 self.node(child, ip, env)
         elif isinstance(node, ih.AstMark):
-            parallel = node.mark in (WAVEFRONT_MARK, PARALLEL_TILES_MARK)
-            saved, self._wavefront = self._wavefront, parallel
+            marks = (WAVEFRONT_MARK, WAVEFRONT_COLUMNS_MARK, PARALLEL_TILES_MARK)
+            saved, self._wavefront = self._wavefront, node.mark if node.mark in marks else None
             self.node(node.child, ip, env)
             self._wavefront = saved
         elif isinstance(node, ih.AstFor):
@@ -362,9 +367,11 @@ class _Emitter:
         inner = {**env, node.iterator: _Leaf(loop.induction_variable, False)}
         if node.independent:
             loop.operation.attributes[INDEPENDENT_ATTR] = ir.UnitAttr.get()
-        wavefront, self._wavefront = self._wavefront, False
-        if wavefront:
+        wavefront, self._wavefront = self._wavefront, None
+        if wavefront is not None:
             loop.operation.attributes[WAVEFRONT_ATTR] = ir.UnitAttr.get()
+        if wavefront == WAVEFRONT_COLUMNS_MARK:
+            loop.operation.attributes[WAVEFRONT_COLUMNS_ATTR] = ir.UnitAttr.get()
         self.node(node.body, ir.InsertionPoint(end), inner)
         self._wavefront = wavefront
 

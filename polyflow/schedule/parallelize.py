@@ -69,6 +69,7 @@ from polyflow.ir.names import (
     REASSOCIATED_ATTR,
     REDUCTIONS_ATTR,
     WAVEFRONT_ATTR,
+    WAVEFRONT_COLUMNS_ATTR,
 )
 from polyflow.ir.remarks import attach_remarks, remark_at
 
@@ -798,6 +799,8 @@ def make_parallel(loop: ir.Operation, reductions: list[Reduction]) -> ir.Operati
             regions=1,
             loc=loc,
         )
+    if WAVEFRONT_COLUMNS_ATTR in loop.attributes:  # for lowering/wavefront_pipeline.py
+        parallel.attributes[WAVEFRONT_COLUMNS_ATTR] = ir.UnitAttr.get()
     body = parallel.regions[0].blocks.append(ir.IndexType.get())
     old_body = loop.regions[0].blocks[0]
     ops = [op.operation for op in old_body.operations]

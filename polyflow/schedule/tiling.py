@@ -52,7 +52,7 @@ array_shapes=None)`:
       (single tiles along the second where the band's rows are whole: 3-D stencils), or the
       second-level tiles, run along
       the anti-diagonals B0 + B1 of their first two dimensions, and the second one, which then
-      carries no dependence, is marked `WAVEFRONT_MARK` for codegen. With `options.diamond`,
+      carries no dependence, is marked `WAVEFRONT_COLUMNS_MARK` for codegen. With `options.diamond`,
       where the band's first space member has a mirror (`diamond.py`: jacobi-2d, fdtd-2d) and
       its rows are tiled (not whole), the wavefront runs diamond tiles instead, which start
       together along that member.
@@ -80,7 +80,7 @@ from typing import TYPE_CHECKING
 
 import islpy as isl
 
-from polyflow.ir.names import WAVEFRONT_MARK
+from polyflow.ir.names import WAVEFRONT_COLUMNS_MARK
 from polyflow.poly.budget import step_budget
 from polyflow.poly.isl_helpers import carries_dependence, maps_of, sets_of
 from polyflow.target import GENERIC_CACHES, Caches, target_of
@@ -502,7 +502,7 @@ def _wavefront(
     with `coarsen`, tiled again into blocks of `block` tiles per dimension but the first (of
     `sizes` points; `parallel_block` tiles along the second, the parallel one, where given),
     and the outer band's first member replaced by the sum of the block numbers
-    along its first two, split after it, with `WAVEFRONT_MARK` above the rest. Every dependence
+    along its first two, split after it, with `WAVEFRONT_COLUMNS_MARK` above the rest. Every dependence
     between blocks moves forward or stays in each member of a permutable band, so blocks with the same sum are
     independent: the second member carries no dependence any more (checked on `validity`).
     Blocks rather than tiles, because the tiles of one anti-diagonal lie far apart in memory:
@@ -534,7 +534,7 @@ def _wavefront(
     if carries_dependence(wavefront, 1, validity):  # cannot happen in a permutable band
         return wavefront.delete().insert_partial_schedule(partial).band_set_permutable(1)
     wavefront = wavefront.band_split(1)
-    return wavefront.child(0).insert_mark(isl.Id(WAVEFRONT_MARK)).parent()
+    return wavefront.child(0).insert_mark(isl.Id(WAVEFRONT_COLUMNS_MARK)).parent()
 
 
 def _distribution_order(node: isl.ScheduleNode, validity: isl.UnionMap) -> list[isl.Set] | None:
