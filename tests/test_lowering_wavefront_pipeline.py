@@ -141,7 +141,9 @@ def test_pipelined_wavefronts_print_gccs_digits_on_any_number_of_threads(
     src.write_text({"heat": HEAT, "seidel": SEIDEL}[name])
     lowered = tmp_path / f"{name}.mlir"
     options = Options(opt_level=3)  # threads: as many as OMP_NUM_THREADS says
-    polyflow.build_program(src, lowered, options=options, emit="llvm-dialect", cache=None)
+    built = polyflow.build_program(src, lowered, options=options, emit="llvm-dialect", cache=None)
+    said = [r.message for r in built.report.select(kind="pipelined")]
+    assert len(said) == 1 and "wavefront runs as a pipeline" in said[0]
     text = lowered.read_text()
     assert "llvm.atomicrmw" in text
     # columns handed out in order: libomp steals under a nonmonotonic schedule

@@ -36,8 +36,10 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
+from polyflow.ir.functions import enclosing_function_name, source_names
 from polyflow.ir.names import WAVEFRONT_COLUMNS_ATTR
 from polyflow.ir.ops import walk
+from polyflow.ir.remarks import attach_remarks, remark_at
 
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
@@ -84,13 +86,28 @@ def pipeline_wavefront_columns(module: ir.Module, marks: list[bool]) -> int:
     loops = [op for op in walk(module.operation) if op.name == "scf.parallel"]
     if len(loops) != len(marks) or not any(marks):
         return 0
-    done = 0
+    names = source_names(module)
+    said = []
     for parallel, marked in zip(loops, marks, strict=True):
-        if marked and _pipeline(parallel):
-            done += 1
-    if done:
+        if not marked:
+            continue
+        loc, symbol = parallel.location, enclosing_function_name(parallel)
+        if _pipeline(parallel):
+            said.append(
+                remark_at(
+                    loc,
+                    "lowering",
+                    "pipelined",
+                    "remark",
+                    "wavefront runs as a pipeline: each thread takes a column of tiles, which "
+                    "waits only for the column before it (no barrier between steps)",
+                    function=names.get(symbol, symbol) if symbol else None,
+                )
+            )
+    if said:
         _declare_yield(module)
-    return done
+        attach_remarks(module.operation, said)
+    return len(said)
 
 
 def in_order_marks(module: ir.Module) -> list[bool]:
