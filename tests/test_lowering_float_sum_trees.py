@@ -199,3 +199,14 @@ def test_gauss_seidel_under_fast_math_against_gcc(tmp_path: Path, threads: int) 
     assert len(got) == len(want) == 61 * 61
     for g, w in zip(got, want, strict=True):
         assert float(g) == pytest.approx(float(w), rel=1e-12)
+
+
+def test_a_sum_of_thousands_of_terms_after_a_long_chain() -> None:
+    # an unrolled sum and a term at the end of a long chain of ops: no recursion limit
+    loads = "\n  ".join(f"%l{k} = memref.load %m[%c0] : memref<16xf64>" for k in range(3000))
+    chain = "\n  ".join(f"%n{k + 1} = arith.negf %n{k} : f64" for k in range(3000))
+    body = f"%c0 = arith.constant 0 : index\n  {loads}\n  %n0 = arith.negf %x : f64\n  {chain}"
+    done = Balanced(_chain([f"%l{k}" for k in range(3000)] + ["%n3000"], body=body))
+    assert done.count == 1
+    assert done.depth == 13  # the 3000 loads in 12 levels, then the late term
+    assert sorted(done.last_operands) == ["arith.addf", "arith.negf"]  # the late term last

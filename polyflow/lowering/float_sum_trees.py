@@ -105,25 +105,28 @@ def _inner_add(user: ir.Operation, op: ir.Operation) -> bool:
 
 
 def _collect(root: ir.Operation) -> _Sum | None:
-    """The sum ending at `root`: its adds and terms in C's order; None when it does not
-    qualify (too short, a product term, a loop's carried value, or already a tree)."""
+    """The sum ending at `root`: its adds (each after the one using it) and terms in C's
+    order; None when it does not qualify (too short, a product term, a loop's carried value,
+    or already a tree). Iterative: an unrolled sum may have thousands of terms."""
     found = _Sum(root)
-
-    def expand(op: ir.Operation) -> None:
-        found.adds.append(op)
-        for value in op.operands:
+    stack: list[ir.Operation | ir.Value] = [root]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, ir.Value):
+            found.terms.append(item)
+            continue
+        found.adds.append(item)
+        for value in reversed(list(item.operands)):  # the left operand comes off first
             owner = _defining_op(value)
-            if owner is not None and _inner_add(owner, op) and len(list(value.uses)) == 1:
-                expand(owner)
+            if owner is not None and _inner_add(owner, item) and len(list(value.uses)) == 1:
+                stack.append(owner)
             else:
-                found.terms.append(value)
-
-    expand(root)
+                stack.append(value)
     if len(found.adds) < _MIN_ADDS:
         return None
     if any(_product_or_carried(term) for term in found.terms):
         return None
-    if _depth(root, set(found.adds)) <= (len(found.terms) - 1).bit_length():
+    if _depth(found.adds) <= (len(found.terms) - 1).bit_length():
         return None
     return found
 
@@ -149,29 +152,38 @@ def _product_or_carried(term: ir.Value) -> bool:
     return owner.name == "arith.mulf" and len(list(term.uses)) == 1
 
 
-def _depth(op: ir.Operation, adds: set[ir.Operation]) -> int:
-    deepest = 0
-    for value in op.operands:
-        owner = _defining_op(value)
-        if owner is not None and owner in adds:
-            deepest = max(deepest, _depth(owner, adds))
-    return deepest + 1
+def _depth(adds: list[ir.Operation]) -> int:
+    """The most adds one after the other in a sum (`adds` as `_collect` lists them)."""
+    depth: dict[ir.Operation, int] = {}
+    for op in reversed(adds):  # each add after those it uses
+        below = [depth[o] for v in op.operands if (o := _defining_op(v)) is not None and o in depth]
+        depth[op] = 1 + max(below, default=0)
+    return depth[adds[0]]
 
 
 def _ready(value: ir.Value, block: ir.Block, memo: dict[ir.Value, int]) -> int:
-    """When `value` is ready, in rough cycles from the start of `block`'s iteration."""
-    if value in memo:
-        return memo[value]
-    owner = _defining_op(value)
-    if owner is None or owner.block != block:
-        ready = 0
-    elif owner.name in _LOADS:
-        ready = _LOAD_LATENCY
-    else:
-        latency = _LATENCY.get(owner.name, _DEFAULT_LATENCY)
-        ready = latency + max((_ready(v, block, memo) for v in owner.operands), default=0)
-    memo[value] = ready
-    return ready
+    """When `value` is ready, in rough cycles from the start of `block`'s iteration
+    (iterative: a block may hold long chains)."""
+    stack = [value]
+    while stack:
+        current = stack[-1]
+        if current in memo:
+            stack.pop()
+            continue
+        owner = _defining_op(current)
+        if owner is None or owner.block != block:
+            memo[current] = 0
+        elif owner.name in _LOADS:
+            memo[current] = _LOAD_LATENCY
+        else:
+            pending = [v for v in owner.operands if v not in memo]
+            if pending:
+                stack.extend(pending)
+                continue
+            latency = _LATENCY.get(owner.name, _DEFAULT_LATENCY)
+            memo[current] = latency + max((memo[v] for v in owner.operands), default=0)
+        stack.pop()
+    return memo[value]
 
 
 def _rebuild(found: _Sum) -> None:
