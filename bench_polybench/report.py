@@ -61,12 +61,30 @@ def speedup(suite: Suite, kernel: str, config: str, *, validated: bool = True) -
     return b / c
 
 
+def _validated(suite: Suite, kernel: str, reference: str, config: str) -> tuple[Cell, Cell] | None:
+    """The cells of `kernel` under `reference` and `config`, where both validated."""
+    base, cell = suite.cell(kernel, reference), suite.cell(kernel, config)
+    if base is None or cell is None or not (base.ok and cell.ok):
+        return None
+    return base, cell
+
+
+def _fastest_ratio(pair: tuple[Cell, Cell] | None) -> float | None:
+    """The first cell's fastest run over the second's; None without runs of both."""
+    if pair is None:
+        return None
+    slow = [t for t in pair[0].times if t > 0]
+    fast = [t for t in pair[1].times if t > 0]
+    return min(slow) / min(fast) if slow and fast else None
+
+
 def paired_speedup(suite: Suite, kernel: str, config: str) -> float | None:
     """The median over the rounds of gcc's time over `config`'s in the same round (gcc under
     `config`'s contract), where both validated; None without a round of both."""
-    base, cell = suite.cell(kernel, baseline_of(suite, config)), suite.cell(kernel, config)
-    if base is None or cell is None or not (base.ok and cell.ok):
+    pair = _validated(suite, kernel, baseline_of(suite, config), config)
+    if pair is None:
         return None
+    base, cell = pair
     ratios = [b / c for b, c in zip(base.times, cell.times, strict=False) if b > 0 and c > 0]
     return statistics.median(ratios) if ratios else None
 
@@ -74,12 +92,7 @@ def paired_speedup(suite: Suite, kernel: str, config: str) -> float | None:
 def best_speedup(suite: Suite, kernel: str, config: str) -> float | None:
     """gcc's fastest run over `config`'s (gcc under `config`'s contract), where both
     validated; None without runs of both."""
-    base, cell = suite.cell(kernel, baseline_of(suite, config)), suite.cell(kernel, config)
-    if base is None or cell is None or not (base.ok and cell.ok):
-        return None
-    b = [t for t in base.times if t > 0]
-    c = [t for t in cell.times if t > 0]
-    return min(b) / min(c) if b and c else None
+    return _fastest_ratio(_validated(suite, kernel, baseline_of(suite, config), config))
 
 
 def geomean_best_speedups(suite: Suite) -> dict[str, tuple[float | None, int]]:
@@ -102,12 +115,7 @@ def thread_scaling(suite: Suite, kernel: str, config: str) -> float | None:
     twin = one_thread_twin(suite, config)
     if twin is None:
         return None
-    one, many = suite.cell(kernel, twin), suite.cell(kernel, config)
-    if one is None or many is None or not (one.ok and many.ok):
-        return None
-    a = [t for t in one.times if t > 0]
-    b = [t for t in many.times if t > 0]
-    return min(a) / min(b) if a and b else None
+    return _fastest_ratio(_validated(suite, kernel, twin, config))
 
 
 # More threads may cost this much (best of the runs) before the report flags a kernel.
@@ -237,42 +245,24 @@ def markdown(suite: Suite) -> str:
         contract = "-ffast-math" if suite.is_fast(config) else "C order"
         lines.append(f"| {config} | {contract} | {fmt(value, '.3f')} | {count} |")
 
-    compared = [c for c in suite.config_names if c not in (BASELINE, FAST_BASELINE)]
-    lines += [
-        "",
-        "## Paired speedups over gcc",
-        "",
+    lines += _speedup_table(
+        suite,
+        "Paired speedups over gcc",
         "gcc's time over the configuration's in the same round (one run of each configuration "
         "of a kernel, one after the other), the median over the rounds: robust to the machine "
         "slowing down for minutes, which moves both runs of a round alike. Only where both "
         "validated.",
-        "",
-        "| kernel | " + " | ".join(compared) + " |",
-        "|---|" + "---:|" * len(compared),
-    ]
-    for kernel in suite.kernels:
-        row = [fmt(paired_speedup(suite, kernel, c), ".2f") for c in compared]
-        lines.append(f"| {kernel} | " + " | ".join(row) + " |")
-    paired_means = geomean_paired_speedups(suite)
-    row = [fmt(paired_means[c][0], ".3f") for c in compared]
-    lines.append("| geomean | " + " | ".join(row) + " |")
-
-    lines += [
-        "",
-        "## Best-of speedups over gcc",
-        "",
+        paired_speedup,
+        geomean_paired_speedups(suite),
+    )
+    lines += _speedup_table(
+        suite,
+        "Best-of speedups over gcc",
         "gcc's fastest run over the configuration's: other tenants only ever slow a run down, so "
         "the fastest of each is the least disturbed. Only where both validated.",
-        "",
-        "| kernel | " + " | ".join(compared) + " |",
-        "|---|" + "---:|" * len(compared),
-    ]
-    for kernel in suite.kernels:
-        row = [fmt(best_speedup(suite, kernel, c), ".2f") for c in compared]
-        lines.append(f"| {kernel} | " + " | ".join(row) + " |")
-    best_means = geomean_best_speedups(suite)
-    row = [fmt(best_means[c][0], ".3f") for c in compared]
-    lines.append("| geomean | " + " | ".join(row) + " |")
+        best_speedup,
+        geomean_best_speedups(suite),
+    )
 
     parallel = [c for c in suite.config_names if one_thread_twin(suite, c) is not None]
     if parallel:
@@ -334,6 +324,32 @@ def markdown(suite: Suite) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _speedup_table(
+    suite: Suite,
+    heading: str,
+    what: str,
+    per_kernel: Callable[[Suite, str, str], float | None],
+    means: dict[str, tuple[float | None, int]],
+) -> list[str]:
+    """A Markdown section: `per_kernel` of each kernel and configuration but gcc's, then the
+    geometric means."""
+    compared = [c for c in suite.config_names if c not in (BASELINE, FAST_BASELINE)]
+    lines = [
+        "",
+        f"## {heading}",
+        "",
+        what,
+        "",
+        "| kernel | " + " | ".join(compared) + " |",
+        "|---|" + "---:|" * len(compared),
+    ]
+    for kernel in suite.kernels:
+        row = [fmt(per_kernel(suite, kernel, c), ".2f") for c in compared]
+        lines.append(f"| {kernel} | " + " | ".join(row) + " |")
+    lines.append("| geomean | " + " | ".join(fmt(means[c][0], ".3f") for c in compared) + " |")
+    return lines
+
+
 def write_json(suite: Suite, path: Path) -> None:
     data = suite.to_json()
     data["speedups"] = {
@@ -344,22 +360,17 @@ def write_json(suite: Suite, path: Path) -> None:
         config: {"geomean": value, "kernels": count}
         for config, (value, count) in geomean_speedups(suite).items()
     }
-    data["paired_speedups"] = {
-        config: {k: paired_speedup(suite, k, config) for k in suite.kernels}
-        for config in suite.config_names
-    }
-    data["geomean_paired_speedups"] = {
-        config: {"geomean": value, "kernels": count}
-        for config, (value, count) in geomean_paired_speedups(suite).items()
-    }
-    data["best_speedups"] = {
-        config: {k: best_speedup(suite, k, config) for k in suite.kernels}
-        for config in suite.config_names
-    }
-    data["geomean_best_speedups"] = {
-        config: {"geomean": value, "kernels": count}
-        for config, (value, count) in geomean_best_speedups(suite).items()
-    }
+    for key, per_kernel, means in (
+        ("paired_speedups", paired_speedup, geomean_paired_speedups(suite)),
+        ("best_speedups", best_speedup, geomean_best_speedups(suite)),
+    ):
+        data[key] = {
+            config: {k: per_kernel(suite, k, config) for k in suite.kernels}
+            for config in suite.config_names
+        }
+        data[f"geomean_{key}"] = {
+            config: {"geomean": value, "kernels": count} for config, (value, count) in means.items()
+        }
     data["thread_scaling"] = {
         config: {k: thread_scaling(suite, k, config) for k in suite.kernels}
         for config in suite.config_names

@@ -12,6 +12,9 @@ import pytest
 from difftest import build_with_gcc
 from mlir import ir
 from mlir.passmanager import PassManager
+from test_schedule_interleave import SEIDEL_2D
+from test_schedule_point_distribution import JACOBI_2D
+from test_schedule_whole_rows import PROGRAMS as WHOLE_ROW_PROGRAMS
 
 import polyflow
 from polyflow import Options
@@ -77,60 +80,13 @@ def test_other_parallel_loops_stay(old: str, new: str, why: str) -> None:
     assert "atomic_rmw" not in text
 
 
-# 3-D heat equation (PolyBench's heat-3d, two arrays), big enough for a wavefront of whole-row
-# tiles, with partial tiles at the edges
-HEAT = """#include <stdio.h>
-#define N 29
-static double A[N][N][N], B[N][N][N];
-static void heat(int steps) {
-  for (int t = 1; t <= steps; t++) {
-    for (int i = 1; i < N - 1; i++)
-      for (int j = 1; j < N - 1; j++)
-        for (int k = 1; k < N - 1; k++)
-          B[i][j][k] = 0.125 * (A[i + 1][j][k] - 2.0 * A[i][j][k] + A[i - 1][j][k])
-                     + 0.125 * (A[i][j + 1][k] - 2.0 * A[i][j][k] + A[i][j - 1][k])
-                     + 0.125 * (A[i][j][k + 1] - 2.0 * A[i][j][k] + A[i][j][k - 1]) + A[i][j][k];
-    for (int i = 1; i < N - 1; i++)
-      for (int j = 1; j < N - 1; j++)
-        for (int k = 1; k < N - 1; k++)
-          A[i][j][k] = 0.125 * (B[i + 1][j][k] - 2.0 * B[i][j][k] + B[i - 1][j][k])
-                     + 0.125 * (B[i][j + 1][k] - 2.0 * B[i][j][k] + B[i][j - 1][k])
-                     + 0.125 * (B[i][j][k + 1] - 2.0 * B[i][j][k] + B[i][j][k - 1]) + B[i][j][k];
-  }
+# heat-3d at a size with whole-row tiles in a wavefront and partial tiles at the edges; seidel-2d
+# time-tiled and skewed in a wavefront; jacobi-2d in diamond tiles: the programs of the tests
+# of those schedules
+PROGRAMS = {
+    "heat": WHOLE_ROW_PROGRAMS["heat"],
+    "seidel": SEIDEL_2D.replace("STEPS", "17").replace("SIZE", "N"),
 }
-int main(void) {
-  for (int i = 0; i < N; i++)
-    for (int j = 0; j < N; j++)
-      for (int k = 0; k < N; k++) A[i][j][k] = B[i][j][k] = (double)(i + 2 * j + (N - k)) * 10 / N;
-  heat(17);
-  for (int i = 0; i < N; i++)
-    for (int j = 0; j < N; j++)
-      for (int k = (i + j) % 3; k < N; k += 3) printf("%.17g\\n", A[i][j][k]);
-  return 0;
-}
-"""
-
-# Gauss-Seidel in place (PolyBench's seidel-2d): time-tiled, skewed, a wavefront of tiles
-# (720 KB: at 180 KB it keeps its order, in cache anyway)
-SEIDEL = """#include <stdio.h>
-#define N 300
-static double A[N][N];
-static void seidel(int steps) {
-  for (int t = 0; t < steps; t++)
-    for (int i = 1; i <= N - 2; i++)
-      for (int j = 1; j <= N - 2; j++)
-        A[i][j] = (A[i - 1][j - 1] + A[i - 1][j] + A[i - 1][j + 1] + A[i][j - 1] + A[i][j] +
-                   A[i][j + 1] + A[i + 1][j - 1] + A[i + 1][j] + A[i + 1][j + 1]) / 9.0;
-}
-int main(void) {
-  for (int i = 0; i < N; i++)
-    for (int j = 0; j < N; j++) A[i][j] = ((double)i * (j + 2) + 2) / N;
-  seidel(37);
-  for (int i = 0; i < N; i++)
-    for (int j = (2 * i) % 5; j < N; j += 5) printf("%.17g\\n", A[i][j]);
-  return 0;
-}
-"""
 
 
 @pytest.mark.parametrize("name", ["heat", "seidel"])
@@ -138,7 +94,7 @@ def test_pipelined_wavefronts_print_gccs_digits_on_any_number_of_threads(
     tmp_path: Path, name: str
 ) -> None:
     src = tmp_path / f"{name}.c"
-    src.write_text({"heat": HEAT, "seidel": SEIDEL}[name])
+    src.write_text(PROGRAMS[name])
     lowered = tmp_path / f"{name}.mlir"
     options = Options(opt_level=3)  # threads: as many as OMP_NUM_THREADS says
     built = polyflow.build_program(src, lowered, options=options, emit="llvm-dialect", cache=None)
@@ -168,35 +124,13 @@ def test_pipelined_wavefronts_print_gccs_digits_on_any_number_of_threads(
 
 def test_one_thread_builds_and_diamonds_keep_their_steps(tmp_path: Path) -> None:
     src = tmp_path / "heat.c"
-    src.write_text(HEAT)
+    src.write_text(PROGRAMS["heat"])
     one = tmp_path / "one.mlir"
     polyflow.build_program(src, one, options=Options(opt_level=3, threads=1), emit="llvm-dialect")
     assert "atomicrmw" not in one.read_text()
     # jacobi-2d's diamond tiles depend on both neighbours of the step before: no pipeline
     jacobi = tmp_path / "jacobi.c"
-    jacobi.write_text(
-        """#include <stdio.h>
-#define N 400
-static double A[N][N], B[N][N];
-static void jacobi(int steps) {
-  for (int t = 0; t < steps; t++) {
-    for (int i = 1; i < N - 1; i++)
-      for (int j = 1; j < N - 1; j++)
-        B[i][j] = 0.2 * (A[i][j] + A[i][j - 1] + A[i][j + 1] + A[i + 1][j] + A[i - 1][j]);
-    for (int i = 1; i < N - 1; i++)
-      for (int j = 1; j < N - 1; j++)
-        A[i][j] = 0.2 * (B[i][j] + B[i][j - 1] + B[i][j + 1] + B[i + 1][j] + B[i - 1][j]);
-  }
-}
-int main(void) {
-  for (int i = 0; i < N; i++)
-    for (int j = 0; j < N; j++) A[i][j] = B[i][j] = ((double)i * (j + 2) + 2) / N;
-  jacobi(20);
-  printf("%.17g\\n", A[N / 2][N / 3]);
-  return 0;
-}
-"""
-    )
+    jacobi.write_text(JACOBI_2D.replace("STEPS", "20").replace("SIZE", "N"))
     diamond = tmp_path / "jacobi.mlir"
     built = polyflow.build_program(
         jacobi, diamond, options=Options(opt_level=3), emit="llvm-dialect"
